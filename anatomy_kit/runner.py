@@ -1,0 +1,140 @@
+"""Execute the chapters with papermill and build the book.
+
+``notebooks/chapters.yaml`` lists the chapters in book order. For each, :func:`execute_chapter`
+converts the jupytext MyST source to a notebook, refuses parameters the chapter does not
+declare (papermill would inject them silently), executes it with papermill (a per-cell timeout),
+writes the executed notebook to ``<build>/notebooks/`` and to the book's ``chapters/`` folder,
+and returns its wall time. A failure names the chapter and the cell. :func:`reproduce` runs
+them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .validate import AnatomyKitError, check_choice
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ChapterFailed(RuntimeError):
+    """A chapter raised, timed out or exceeded its hard limit; the message names it and the cell."""
+
+
+def chapter_manifest(root: Path = ROOT) -> list[dict[str, Any]]:
+    """Chapters in book order: ``id``, ``file`` (under notebooks/), ``title``, ``budget_s``, ``timeout_s``."""
+    with open(root / "notebooks" / "chapters.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)["chapters"]
+
+
+def to_notebook(md_path: Path):
+    """Read a jupytext MyST chapter as an nbformat notebook ready for papermill."""
+    import jupytext
+
+    nb = jupytext.read(md_path)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def declared_parameters(nb) -> dict[str, Any]:
+    """Names and default source values of the cell tagged ``parameters``."""
+    import ast
+
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise AnatomyKitError(f"a chapter needs exactly one cell tagged 'parameters', found {len(cells)}")
+    names = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = ast.literal_eval(node.value)
+    return names
+
+
+def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir: Path,
+                    book_dir: Path | None = None, params: dict[str, Any] | None = None,
+                    root: Path = ROOT) -> float:
+    """Execute one chapter; return its wall time in seconds or raise :class:`ChapterFailed`."""
+    import nbformat
+    import papermill as pm
+
+    src = root / "notebooks" / entry["file"]
+    nb = to_notebook(src)
+    declared = declared_parameters(nb)
+    params = {"scale": scale, "device": device, "build_dir": str(build_dir), **(params or {})}
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise AnatomyKitError(f"chapter {entry['id']} does not declare parameter(s) {unknown}; "
+                              f"it accepts {sorted(declared)}")
+    (build_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    source_nb = build_dir / "notebooks" / f"{entry['id']}.source.ipynb"
+    out_nb = build_dir / "notebooks" / f"{entry['id']}.ipynb"
+    nbformat.write(nb, source_nb)
+    timeout = int(entry["timeout_s"] if scale == "smoke" else entry.get("timeout_full_s", 24 * 3600))
+    print(f"[{entry['id']}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
+    start = time.time()
+    try:
+        pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
+                            cwd=str(root / "notebooks"), execution_timeout=timeout, progress_bar=False,
+                            log_output=False)
+    except pm.PapermillExecutionError as err:
+        raise ChapterFailed(f"chapter {entry['id']} ({entry['file']}) failed in cell {err.cell_index} "
+                            f"(execution count {err.exec_count}): {err.ename}: {err.evalue}; "
+                            f"executed notebook kept at {out_nb}") from None
+    except Exception as err:  # timeouts and kernel deaths
+        raise ChapterFailed(f"chapter {entry['id']} ({entry['file']}) did not finish: "
+                            f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    finally:
+        source_nb.unlink(missing_ok=True)
+    seconds = time.time() - start
+    status = "within" if seconds <= entry["budget_s"] else "OVER"
+    print(f"[{entry['id']}] done in {seconds:.0f} s ({status} its {entry['budget_s']} s budget)", flush=True)
+    if book_dir is not None:
+        (book_dir / "chapters").mkdir(parents=True, exist_ok=True)
+        shutil.copy(out_nb, book_dir / "chapters" / f"{entry['id']}.ipynb")
+    return seconds
+
+
+def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path = ROOT / "build",
+              book_dir: Path | None = ROOT / "book", chapters: list[str] | None = None,
+              params: dict[str, Any] | None = None) -> dict:
+    """Execute chapters (all, or those named) in order and write the report."""
+    from .report import build_report
+
+    check_choice("scale", scale, ("smoke", "full"))
+    manifest = chapter_manifest()
+    ids = [c["id"] for c in manifest]
+    for c in chapters or []:
+        check_choice("chapter", c, ids)
+    build_dir = Path(build_dir).resolve()
+    timings = {}
+    for entry in manifest:
+        if chapters and entry["id"] not in chapters:
+            continue
+        timings[entry["id"]] = round(execute_chapter(entry, scale=scale, device=device, build_dir=build_dir,
+                                                     book_dir=book_dir, params=params), 1)
+    report = build_report(build_dir, timings)
+    if book_dir is not None:
+        shutil.copy(build_dir / "report.md", Path(book_dir) / "chapters" / "report.md")
+    total = sum(timings.values())
+    print("chapter times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + f"; total {total:.0f} s")
+    print(f"report: {build_dir / 'report.json'}")
+    return report
+
+
+def build_book(book_dir: Path = ROOT / "book") -> Path:
+    """Build the HTML book (Jupyter Book 1.x, warnings as errors); return ``index.html``."""
+    cmd = [sys.executable, "-m", "jupyter_book", "build", str(book_dir), "--all", "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, text=True)
+    if proc.returncode:
+        raise ChapterFailed(f"the book build failed (exit {proc.returncode}): {' '.join(cmd)}")
+    index = Path(book_dir) / "_build" / "html" / "index.html"
+    print(f"book: {index}")
+    return index

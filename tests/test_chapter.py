@@ -1,0 +1,71 @@
+import json
+
+import pytest
+
+from anatomy_kit import chapter
+from anatomy_kit.report import build_report
+from anatomy_kit.validate import AnatomyKitError
+
+DEFAULTS = {"smoke": dict(model="embedded", corpus="python-docs", n_eval=4, lr=0.5, layers=[1, 2]),
+            "full": dict(model="HuggingFaceTB/SmolLM2-135M", corpus="fineweb-edu", n_eval=64, lr=0.5, layers=[1])}
+
+
+def resolve(**kw):
+    args = dict(scale="smoke", device="cpu", defaults=DEFAULTS, build_dir="/tmp/x")
+    args.update(kw)
+    return chapter.resolve_run("chX", **args)
+
+
+def test_defaults_of_each_scale(capsys):
+    run = resolve()
+    assert (run.model, run.corpus, run.sizes["n_eval"]) == ("embedded", "python-docs", 4)
+    assert "scale='smoke'" in capsys.readouterr().out
+    full = resolve(scale="full")
+    assert (full.model, full.sizes["n_eval"]) == ("HuggingFaceTB/SmolLM2-135M", 64)
+    assert resolve(n_eval=9).sizes["n_eval"] == 9
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(scale="large"), "scale='large' is not accepted; choose one of 'smoke', 'full'"),
+    (dict(device="tpu"), "device='tpu' is not accepted"),
+    (dict(n_eval=0), "n_eval=0 must be >= 1"),
+    (dict(n_eval=2.5), "n_eval=2.5 must be an integer"),
+    (dict(lr=-1), "lr=-1 must be a number > 0"),
+    (dict(layers=[]), "layers=\\[\\] must be a non-empty list"),
+    (dict(n_evall=3), "unknown parameter\\(s\\) \\['n_evall'\\] for chapter chX"),
+    (dict(model="gpt-5"), "model='gpt-5' is not accepted"),
+    (dict(corpus="c4"), "corpus='c4' is not accepted"),
+    (dict(seed=-1), "seed=-1 must be >= 0"),
+])
+def test_bad_parameters_are_named(kw, message):
+    with pytest.raises(AnatomyKitError, match=message):
+        resolve(**kw)
+
+
+def test_store_is_keyed_by_the_run_and_survives_reopening(tmp_path):
+    run = resolve(build_dir=tmp_path)
+    s = run.store("sweep")
+    s["a"] = 1.5
+    assert run.store("sweep")["a"] == 1.5
+    assert "a" not in resolve(build_dir=tmp_path, n_eval=5).store("sweep")   # other sizes, other store
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_claims_must_name_a_reference_and_a_verdict():
+    with pytest.raises(AnatomyKitError, match="claim id='p9.nothing' is not accepted"):
+        chapter.Claim("p9.nothing", 1, "reproduced", "")
+    with pytest.raises(AnatomyKitError, match="verdict='yes' is not accepted"):
+        chapter.Claim("p1.baseline_ppl", 1, "yes", "")
+
+
+def test_metrics_and_report(tmp_path):
+    run = resolve(build_dir=tmp_path)
+    run.save_metrics({"baseline_ppl": 24.3}, [chapter.Claim("p1.baseline_ppl", 24.3, "not comparable", "other text")])
+    report = build_report(tmp_path, {"chX": 12.0})
+    doc = report["chapters"][0]
+    assert doc["metrics"]["baseline_ppl"] == 24.3 and doc["wall_seconds"] == 12.0
+    claim = doc["claims"][0]
+    assert claim["paper"]["value"] == 22.60 and claim["ours"] == 24.3
+    md = (tmp_path / "report.md").read_text()
+    assert "| Baseline perplexity" in md and "**not comparable**" in md
+    assert json.loads((tmp_path / "report.json").read_text()) == report

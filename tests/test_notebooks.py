@@ -1,0 +1,101 @@
+"""Chapters: paired and output-free in git, in the table of contents, and every parameter reaches the run."""
+
+import ast
+import json
+from dataclasses import asdict
+
+import jupytext
+import pytest
+import yaml
+
+from anatomy_kit.runner import chapter_manifest, declared_parameters, to_notebook
+
+from conftest import ROOT
+
+CHAPTERS = chapter_manifest()
+IDS = [c["id"] for c in CHAPTERS]
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_chapter_is_paired_and_has_no_outputs(entry):
+    md = ROOT / "notebooks" / entry["file"]
+    ipynb = md.with_suffix(".ipynb")
+    assert md.exists() and ipynb.exists(), f"{entry['id']} needs both {md.name} and {ipynb.name}"
+    raw = json.loads(ipynb.read_text())
+    for cell in raw["cells"]:
+        assert not cell.get("outputs"), f"{ipynb.name} has outputs committed"
+        assert cell.get("execution_count") is None, f"{ipynb.name} has execution counts committed"
+    text = jupytext.read(md)
+    paired = jupytext.read(ipynb)
+    assert [(c.cell_type, c.source.strip()) for c in text.cells] == [(c.cell_type, c.source.strip()) for c in paired.cells], \
+        f"{ipynb.name} and {md.name} differ: run `jupytext --sync notebooks/{md.name}`"
+    assert "md:myst" in text.metadata["jupytext"]["formats"]
+
+
+def test_table_of_contents_matches_the_manifest():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [c["file"] for c in toc["chapters"]]
+    assert files == [f"chapters/{i}" for i in IDS] + ["chapters/report"]
+
+
+def _resolve_cells(nb):
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    params = next(i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", []))
+    resolve = next(i for i, c in enumerate(code) if "resolve_run(" in c.source)
+    return code, params, resolve
+
+
+def _run_resolution(nb, overrides, tmp_path):
+    code, p, r = _resolve_cells(nb)
+    ns = {}
+    exec(compile(code[p].source, "parameters", "exec"), ns)
+    ns.setdefault("build_dir", str(tmp_path))
+    ns.update(overrides)
+    for c in code[p + 1:r + 1]:
+        exec(compile(c.source, "resolve", "exec"), ns)
+    run = asdict(ns["run"])
+    run.pop("started")
+    return run
+
+
+def _other_value(name, default, resolved):
+    fixed = {"scale": "full", "device": "cpu" if default != "cpu" else "auto", "model": "someone/other-model",
+             "corpus": "wikitext-103", "build_dir": "/tmp/elsewhere"}
+    if name in fixed:
+        return fixed[name]
+    value = resolved["sizes"].get(name, default) if default is None else default
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 2
+    if isinstance(value, (list, tuple)):
+        return list(value[:-1]) if len(value) > 1 else list(value) * 2
+    if isinstance(value, str):
+        return value + "-other"
+    raise AssertionError(f"no alternative value for parameter {name}={value!r}")
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_every_declared_parameter_changes_the_run(entry, tmp_path):
+    """papermill injects names a notebook never reads without a word: prove each one is read."""
+    nb = to_notebook(ROOT / "notebooks" / entry["file"])
+    declared = declared_parameters(nb)
+    assert {"scale", "device", "build_dir"} <= set(declared)
+    base = _run_resolution(nb, {}, tmp_path)
+    for name, default in declared.items():
+        changed = _run_resolution(nb, {name: _other_value(name, default, base)}, tmp_path)
+        assert changed != base, f"{entry['id']}: parameter {name!r} does not change what the chapter runs"
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_parameters_are_only_read_through_the_run(entry):
+    """After the resolve cell, code uses run.<field>, never a raw parameter (which may be None)."""
+    nb = to_notebook(ROOT / "notebooks" / entry["file"])
+    declared = set(declared_parameters(nb))
+    code, _, r = _resolve_cells(nb)
+    later = ast.parse("\n".join(c.source for c in code[r + 1:] if not c.source.lstrip().startswith("%")))
+    stored = {n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    loaded = {n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert not (loaded & declared) - stored, f"{entry['id']} reads raw parameters {sorted((loaded & declared) - stored)}"
