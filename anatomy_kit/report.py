@@ -15,6 +15,11 @@ from typing import Any
 from .manifest import references
 
 
+def _cell(x: Any) -> str:
+    """Table-cell text: a ``|`` inside a cell would end it."""
+    return (x if isinstance(x, str) else _fmt(x)).replace("|", "\\|")
+
+
 def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:,.4g}"
@@ -61,7 +66,7 @@ def report_markdown(report: dict) -> str:
         for c in doc["claims"]:
             p = c["paper"]
             unit = f" {p['unit']}" if p.get("unit") else ""
-            lines.append(f"| {p['claim']} | {_fmt(p['value'])}{unit} | {_fmt(c['ours'])} | **{c['verdict']}** | "
-                         f"{c['reason']} | {p['source']} |")
+            lines.append(f"| {_cell(p['claim'])} | {_cell(p['value'])}{_cell(unit)} | {_cell(c['ours'])} | "
+                         f"**{c['verdict']}** | {_cell(c['reason'])} | {_cell(p['source'])} |")
         lines.append("")
     return "\n".join(lines)

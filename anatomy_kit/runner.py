@@ -10,6 +10,7 @@ them all and writes the report; :func:`build_book` runs Jupyter Book with warnin
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,7 @@ def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir
     nbformat.write(nb, source_nb)
     timeout = int(entry["timeout_s"] if scale == "smoke" else entry.get("timeout_full_s", 24 * 3600))
     print(f"[{entry['id']}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
+    os.environ["TQDM_DISABLE"] = "1"   # progress bars are for interactive use; the kernel inherits this
     start = time.time()
     try:
         pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
@@ -94,6 +96,12 @@ def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir
     finally:
         source_nb.unlink(missing_ok=True)
     seconds = time.time() - start
+    executed = nbformat.read(out_nb, as_version=4)
+    for cell in executed.cells:   # papermill's injected cell holds machine paths: keep it out of the book
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(executed, out_nb)
     status = "within" if seconds <= entry["budget_s"] else "OVER"
     print(f"[{entry['id']}] done in {seconds:.0f} s ({status} its {entry['budget_s']} s budget)", flush=True)
     if book_dir is not None:
@@ -131,7 +139,7 @@ def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path = R
 
 def build_book(book_dir: Path = ROOT / "book") -> Path:
     """Build the HTML book (Jupyter Book 1.x, warnings as errors); return ``index.html``."""
-    cmd = [sys.executable, "-m", "jupyter_book", "build", str(book_dir), "--all", "-W", "-n", "--keep-going"]
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(book_dir), "--all", "-W", "-n", "--keep-going"]
     proc = subprocess.run(cmd, text=True)
     if proc.returncode:
         raise ChapterFailed(f"the book build failed (exit {proc.returncode}): {' '.join(cmd)}")
