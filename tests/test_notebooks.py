@@ -99,3 +99,14 @@ def test_parameters_are_only_read_through_the_run(entry):
     stored = {n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     loaded = {n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     assert not (loaded & declared) - stored, f"{entry['id']} reads raw parameters {sorted((loaded & declared) - stored)}"
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_papermill_reads_every_parameter_line(entry):
+    """papermill parses `name = value  # help`; a line it cannot parse is dropped from `--help-notebook`."""
+    from papermill.translators import PythonTranslator
+
+    nb = to_notebook(ROOT / "notebooks" / entry["file"])
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    parsed = {p.name for p in PythonTranslator.inspect(cell)}
+    assert parsed == set(declared_parameters(nb))
