@@ -80,7 +80,8 @@ def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir
     nbformat.write(nb, source_nb)
     timeout = int(entry["timeout_s"] if scale == "smoke" else entry.get("timeout_full_s", 24 * 3600))
     print(f"[{entry['id']}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
-    os.environ["TQDM_DISABLE"] = "1"   # progress bars are for interactive use; the kernel inherits this
+    # progress bars are for interactive use; the kernel inherits these
+    os.environ.update(TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     start = time.time()
     try:
         pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
