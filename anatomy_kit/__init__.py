@@ -8,9 +8,14 @@ Modules (each has one job):
 - ``data``       – corpora through Hugging Face ``datasets``; fixed-length token blocks
 - ``layers``     – uniform access to the decoder layers of Hugging Face models; hooks
 - ``evaluation`` – perplexity, and the prefix-cached tail forward
-- ``anatomy``    – ablation map and the other diagnostics of paper 1
-- ``geometry``   – geometric work of FFN layers (paper 2)
+- ``anatomy``    – the ablation map (paper 1)
+- ``weights``    – weight predictability across depth and the delta series (paper 1)
+- ``manipulation`` – weight-manipulation strategies and recovery speed (paper 1)
+- ``importance`` – the per-layer importance profile as data, for later chapters
+- ``clouds``     – matched token clouds around every FFN, captured with hooks (paper 2)
+- ``geometry``   – geometric work of FFN layers: shift, GW, topology; three geometries (paper 2)
 - ``width``      – the width solver and width schedules (paper 2, TLM)
+- ``lm``, ``training`` – a per-layer-width decoder and its deterministic training loop (paper 2)
 - ``report``     – chapter metrics and the reproduction report
 - ``runner``     – executes the chapters with papermill (``python -m anatomy_kit``)
 """

@@ -1,0 +1,224 @@
+"""Tests of weight predictability, the delta series and the importance profile (chapter 2)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from anatomy_kit import importance, weights
+from anatomy_kit.anatomy import AblationMap
+from anatomy_kit.layers import layer_module
+from anatomy_kit.validate import AnatomyKitError
+
+from conftest import tiny_llama
+
+
+def _linear_in_depth(L=8, shape=(12, 7), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(shape, generator=g, dtype=torch.float64)
+    B = torch.randn(shape, generator=g, dtype=torch.float64)
+    return torch.stack([A + l * B for l in range(L)])
+
+
+@pytest.mark.parametrize("leave_out", [True, False])
+def test_ridge_is_exact_on_weights_linear_in_depth(leave_out):
+    W = _linear_in_depth()
+    fit = weights.neighbour_ridge(W, ridge=0.0, leave_out=leave_out)
+    interior = np.arange(1, len(W) - 1)
+    np.testing.assert_allclose(fit.r2[interior], 1.0, atol=1e-10)
+    assert fit.r2_pooled == pytest.approx(1.0, abs=1e-10)
+    assert np.isnan(fit.r2[0]) and np.isnan(fit.r2[-1])
+    # W_ℓ = ½(W_{ℓ−1} + W_{ℓ+1}) exactly: β = (0, ½, ½), and the prediction is exact
+    np.testing.assert_allclose(fit.beta[interior], np.tile([0.0, 0.5, 0.5], (len(interior), 1)), atol=1e-9)
+    for l in interior:
+        torch.testing.assert_close(fit.predict(W, int(l)), W[l], rtol=0, atol=1e-9)
+
+
+def test_ridge_penalty_shrinks_and_held_out_differs_from_in_sample():
+    W = _linear_in_depth() + 0.3 * torch.randn(8, 12, 7, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ols = weights.neighbour_ridge(W, ridge=0.0)
+    shrunk = weights.neighbour_ridge(W, ridge=10.0)
+    assert np.nanmean(np.abs(shrunk.beta[:, 1:])) < np.nanmean(np.abs(ols.beta[:, 1:]))
+    in_sample = weights.neighbour_ridge(W, ridge=0.0, leave_out=False)
+    rows = in_sample.beta[1:-1]
+    np.testing.assert_allclose(rows, np.tile(rows[0], (len(rows), 1)))   # in-sample: one β for all layers
+    assert not np.allclose(ols.beta[1], ols.beta[3])                       # held out: one β per target
+    # GramStats input gives the same answer as the tensor
+    again = weights.neighbour_ridge(weights.gram_stats(W), ridge=0.0)
+    np.testing.assert_allclose(again.r2, ols.r2, equal_nan=True, rtol=1e-12)
+
+
+def test_ridge_r2_matches_direct_residuals():
+    W = torch.randn(7, 5, 9, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    fit = weights.neighbour_ridge(W, ridge=0.1)
+    for l in range(1, 6):
+        pred = fit.predict(W, l)
+        direct = 1 - ((W[l] - pred) ** 2).sum() / ((W[l] - W[l].mean()) ** 2).sum()
+        assert fit.r2[l] == pytest.approx(float(direct), abs=1e-10)
+
+
+def test_held_out_fit_never_sees_the_target_layer():
+    W = torch.randn(9, 6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    fit = weights.neighbour_ridge(W, ridge=0.0)
+    W2 = W.clone()
+    W2[4] = 100 * torch.randn(6, 6, dtype=torch.float64)      # change layer 4 only
+    fit2 = weights.neighbour_ridge(W2, ridge=0.0)
+    np.testing.assert_allclose(fit2.beta[4], fit.beta[4], rtol=1e-10)   # its coefficients are unchanged
+
+
+def test_alternating_sequence_has_delta_correlation_minus_one():
+    g = torch.Generator().manual_seed(0)
+    A, B = torch.randn(2, 10, 6, generator=g, dtype=torch.float64)
+    W = torch.stack([A + (-1) ** l * B for l in range(7)])
+    np.testing.assert_allclose(weights.adjacent_delta_correlation(W), -1.0, atol=1e-12)
+    # a straight line in depth: every delta equal, correlation +1
+    np.testing.assert_allclose(weights.adjacent_delta_correlation(_linear_in_depth()), 1.0, atol=1e-12)
+
+
+def test_delta_correlation_matches_numpy_and_iid_gives_minus_half():
+    W = torch.randn(6, 40, 30, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    r = weights.adjacent_delta_correlation(W)
+    D = (W[1:] - W[:-1]).reshape(5, -1).numpy()
+    np.testing.assert_allclose(r, [np.corrcoef(D[i], D[i + 1])[0, 1] for i in range(4)], rtol=1e-10)
+    iid = weights.adjacent_delta_correlation(weights.iid_like(torch.zeros(30, 200, 100), seed=3))
+    assert iid.mean() == pytest.approx(-0.5, abs=0.005)
+    cached = np.array(weights.iid_delta_correlation(30, 20_000))
+    assert cached.shape == (28,) and cached.mean() == pytest.approx(-0.5, abs=0.01)
+    assert weights.expected_delta_correlation(0.0, 0.0) == -0.5
+
+
+def test_independent_delta_correlation_matches_heteroscedastic_iid_layers():
+    g = torch.Generator().manual_seed(8)
+    scales = torch.tensor([0.2, 1.0, 3.0, 0.5, 2.0, 1.0], dtype=torch.float64)
+    W = scales[:, None, None] * torch.randn(6, 300, 200, generator=g, dtype=torch.float64)
+    np.testing.assert_allclose(weights.adjacent_delta_correlation(W), weights.independent_delta_correlation(W), atol=0.01)
+    equal = torch.randn(5, 4, 4, generator=g, dtype=torch.float64)
+    equal = equal / equal.reshape(5, -1).std(1)[:, None, None]
+    np.testing.assert_allclose(weights.independent_delta_correlation(equal - equal.mean()), -0.5, atol=0.05)
+
+
+def test_expected_delta_correlation_formula_on_an_ar1_series():
+    # AR(1) across depth with ρ: lag-1 ρ, lag-2 ρ²; r = (2ρ − ρ² − 1)/(2(1 − ρ)) = −(1 − ρ)/2
+    rho, L, n = 0.6, 12, 60_000
+    g = torch.Generator().manual_seed(4)
+    x = [torch.randn(n, generator=g, dtype=torch.float64)]
+    for _ in range(L - 1):
+        x.append(rho * x[-1] + np.sqrt(1 - rho ** 2) * torch.randn(n, generator=g, dtype=torch.float64))
+    r = weights.adjacent_delta_correlation(torch.stack(x)[:, :, None]).mean()
+    assert r == pytest.approx(weights.expected_delta_correlation(rho, rho ** 2), abs=0.01)
+    assert weights.expected_delta_correlation(rho, rho ** 2) == pytest.approx(-(1 - rho) / 2)
+
+
+def test_delta_nulls_and_shuffles_keep_layers():
+    W = torch.randn(8, 20, 10, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    s = weights.shuffled_layers(W, seed=2)
+    assert sorted(float(x.sum()) for x in s) == pytest.approx(sorted(float(x.sum()) for x in W))
+    nulls = weights.delta_nulls(W, n_shuffles=20, seed=1)
+    assert nulls.observed.shape == (6,) and nulls.shuffled.shape == (20,) and nulls.iid.shape == (6,)
+    # a permuted GramStats equals the Gram of the permuted tensor
+    order = torch.tensor([3, 1, 0, 2, 7, 5, 6, 4])
+    np.testing.assert_allclose(weights.adjacent_delta_correlation(weights.gram_stats(W).permuted(order)),
+                               weights.adjacent_delta_correlation(W[order]), rtol=1e-10)
+
+
+def test_on_a_tiny_model_predictability_and_substitution_restore():
+    model = tiny_llama(n_layers=6)
+    pred = weights.predictability(model, ["gate", "q"])
+    assert set(pred) == {"gate", "q"} and pred["gate"]["r2_layer"].shape == (6,)
+    assert np.isfinite(pred["gate"]["stats_r2"])
+    W = weights.stack_weights(model, "gate")
+    assert W.shape == (6, 64, 32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    new = weights.predicted_layer_weights(model, pred, 2)
+    torch.testing.assert_close(new[(2, "gate")], pred["gate"]["fit"].predict(W, 2).float(), rtol=1e-6, atol=1e-6)
+    with weights.substituted(model, new):
+        torch.testing.assert_close(layer_module(model, 2, "gate").weight, new[(2, "gate")], rtol=0, atol=0)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    with pytest.raises(RuntimeError), weights.substituted(model, {(1, "q"): torch.zeros(32, 32)}):
+        raise RuntimeError("inside")                      # restored even when the block raises
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_bad_inputs_name_the_value():
+    model = tiny_llama(n_layers=6)
+    with pytest.raises(AnatomyKitError, match="'attn'"):
+        weights.stack_weights(model, "attn")
+    with pytest.raises(AnatomyKitError, match="layer=6"):
+        weights.predicted_layer_weights(model, weights.predictability(model, ["q"]), 6)
+    with pytest.raises(AnatomyKitError, match="layer=0"):
+        weights.predicted_layer_weights(model, weights.predictability(model, ["q"]), 0)
+    with pytest.raises(AnatomyKitError, match="ridge=-1"):
+        weights.neighbour_ridge(torch.randn(6, 3, 3), ridge=-1)
+    with pytest.raises(AnatomyKitError, match="4 layers"):
+        weights.neighbour_ridge(torch.randn(4, 3, 3))
+    with pytest.raises(AnatomyKitError, match="non-finite"):
+        weights.adjacent_delta_correlation(torch.full((5, 2, 2), float("nan")))
+    with pytest.raises(AnatomyKitError, match="shape"):
+        with weights.substituted(model, {(1, "q"): torch.zeros(3, 3)}):
+            pass
+    with pytest.raises(AnatomyKitError, match="rho1=1"):
+        weights.expected_delta_correlation(1, 0)
+
+
+def _profile(n=6):
+    amap = AblationMap(strategy="neighbour-mean", baseline_ppl=20.0, layers=np.arange(n),
+                       ppl=np.array([80.0, 30.0, 19.0, 25.0, 21.0, 60.0][:n]), n_tokens=100)
+    return importance.ImportanceProfile.from_ablation_map(amap, model="tiny", corpus="python-docs", scale="smoke")
+
+
+def test_importance_profile_round_trip(tmp_path):
+    p = _profile()
+    np.testing.assert_allclose(p.importance, [300, 50, -5, 25, 5, 200])
+    assert p.critical(2) == [1, 3] and p.redundant(2) == [2, 4] and p.anti_layers() == [2]
+    assert p.ranked()[:2] == [0, 5]
+    p.set_recovery(3, 7, max_steps=10, noise_fraction=0.5)
+    p.set_recovery(1, None, max_steps=10, noise_fraction=0.5)
+    p.extra["note"] = {"a": np.float64(1.5)}
+    path = importance.save_profile(p, tmp_path)
+    assert path == tmp_path / importance.FILENAME
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == importance.SCHEMA and doc["recovery_steps"] == [None, None, None, 7, None, None]
+    back = importance.load_profile(tmp_path)
+    assert back.to_dict() == importance.load_profile(path).to_dict()
+    assert back.recovery_recovered[1] is False and back.recovery_recovered[3] is True
+    assert back.recovery_recovered[0] is None and back.extra["note"]["a"] == 1.5
+
+
+def test_importance_profile_bad_inputs(tmp_path):
+    with pytest.raises(AnatomyKitError, match="no importance profile"):
+        importance.load_profile(tmp_path)
+    (tmp_path / "x.json").write_text(json.dumps({"model": "m"}))
+    with pytest.raises(AnatomyKitError, match="lacks field"):
+        importance.load_profile(tmp_path / "x.json")
+    d = _profile().to_dict()
+    d["ablation_ppl"] = d["ablation_ppl"][:3]
+    (tmp_path / "y.json").write_text(json.dumps(d))
+    with pytest.raises(AnatomyKitError, match="ablation_ppl has 3 entries"):
+        importance.load_profile(tmp_path / "y.json")
+    with pytest.raises(AnatomyKitError, match="layer=9"):
+        _profile().set_recovery(9, 1, max_steps=2, noise_fraction=0.5)
+    amap = AblationMap(strategy="skip", baseline_ppl=20.0, layers=np.array([1, 2]), ppl=np.array([1.0, 2.0]), n_tokens=3)
+    with pytest.raises(AnatomyKitError, match="covers layers"):
+        importance.ImportanceProfile.from_ablation_map(amap, model="m", corpus="c", scale="smoke", n_layers=4)
+
+
+def test_ablation_map_from_chapter_one_metrics(tmp_path):
+    amap = _profile()
+    assert importance.ablation_map_from_metrics(tmp_path, model="tiny", corpus="python-docs") == (None, None)
+    m = AblationMap(strategy="neighbour-mean", baseline_ppl=20.0, layers=np.arange(3), ppl=np.array([21.0, 19.0, 40.0]),
+                    n_tokens=10)
+    doc = {"run": {"model": "embedded", "corpus": "python-docs", "sizes": {}},
+           "metrics": {"maps": {"neighbour-mean": m.to_dict()}}}
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "ch01_ablation_map.json").write_text(json.dumps(doc))
+    back, run = importance.ablation_map_from_metrics(tmp_path, model="embedded", corpus="python-docs")
+    np.testing.assert_allclose(back.delta_pct, m.delta_pct)
+    assert back.n_tokens == 10 and run["model"] == "embedded"
+    other, run = importance.ablation_map_from_metrics(tmp_path, model="embedded", corpus="fineweb-edu")
+    assert other is None and run["corpus"] == "python-docs"
+    assert amap.n_layers == 6
