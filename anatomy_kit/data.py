@@ -103,7 +103,8 @@ def load_corpus(name: str = "python-docs", *, max_documents: int | None = None):
     return datasets.Dataset.from_dict({"id": ids, "text": texts})
 
 
-def _is_eval_document(doc_id: str, eval_percent: int) -> bool:
+def is_eval_document(doc_id: str, eval_percent: int) -> bool:
+    """Whether a document belongs to the eval split: a stable hash of its id, ``eval_percent`` % of ids."""
     bucket = int(hashlib.sha256(doc_id.encode("utf-8")).hexdigest()[:8], 16) % 100
     return bucket < eval_percent
 
@@ -146,7 +147,7 @@ def token_blocks(tokenizer, corpus, *, block_size: int, n_train: int, n_eval: in
         raise AnatomyKitError("the tokenizer has no eos_token_id to separate documents")
     split = {"train": [], "eval": []}
     for doc_id, text in zip(corpus["id"], corpus["text"]):
-        part = "eval" if _is_eval_document(str(doc_id), eval_percent) else "train"
+        part = "eval" if is_eval_document(str(doc_id), eval_percent) else "train"
         split[part].append(text)
     encoded = {k: tokenizer(v, add_special_tokens=False)["input_ids"] if v else [] for k, v in split.items()}
     blocks = {k: _blocks(v, eos, block_size) for k, v in encoded.items()}

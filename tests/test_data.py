@@ -19,7 +19,7 @@ def test_blocks_are_deterministic_and_split_by_document(tokenizer):
     assert torch.equal(a.train, b.train) and torch.equal(a.eval, b.eval)
     assert a.train.shape == (20, 32) and a.eval.shape == (5, 32) and a.train.dtype == torch.long
     ids = data.load_corpus("python-docs")["id"]
-    eval_docs = [i for i in ids if data._is_eval_document(i, 15)]
+    eval_docs = [i for i in ids if data.is_eval_document(i, 15)]
     assert 0 < len(eval_docs) < len(ids) / 2
 
 

@@ -1,0 +1,251 @@
+"""Tests of the per-layer-width LM, the deterministic training loop and paired statistics (chapter 5)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from anatomy_kit.lm import LMConfig, PerLayerWidthLM, ffn_clouds, param_count
+from anatomy_kit.training import (
+    TrainConfig,
+    batch_indices,
+    format_delta_table,
+    lr_at,
+    paired_bootstrap_ci,
+    paired_deltas,
+    train,
+    train_many,
+)
+from anatomy_kit.validate import AnatomyKitError
+
+VOCAB = 61
+
+
+def tiny(widths=(48, 96, 32), **kw) -> LMConfig:
+    return LMConfig(vocab_size=VOCAB, n_layers=len(widths), d_model=32, n_heads=4,
+                    ffn_widths=list(widths), max_seq_len=16, **kw)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models train faster on one thread (and do not fight other jobs for the 2 cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    g = torch.Generator().manual_seed(123)
+    # A learnable toy language: a noisy "count up by one" sequence.
+    start = torch.randint(0, VOCAB, (96, 1), generator=g)
+    seq = (start + torch.arange(17)) % VOCAB
+    noise = torch.randint(0, VOCAB, seq.shape, generator=g)
+    seq = torch.where(torch.rand(seq.shape, generator=g) < 0.1, noise, seq)
+    return seq[:80], seq[80:]
+
+
+def cfg(**kw) -> TrainConfig:
+    base = dict(steps=24, batch_size=8, lr=1e-2, warmup=4, eval_every=8, seed=3, progress=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ffn", ["swiglu", "gelu"])
+def test_forward_shapes_and_param_count_formula(ffn):
+    c = tiny(ffn=ffn)
+    model = PerLayerWidthLM(c)
+    idx = torch.randint(0, VOCAB, (2, 16))
+    logits = model(idx)
+    assert logits.shape == (2, 16, VOCAB)
+    logits, loss = model(idx, torch.randint(0, VOCAB, (2, 16)))
+    assert loss.ndim == 0 and abs(float(loss.detach()) - math.log(VOCAB)) < 0.5  # near uniform at init
+    d, mats = 32, (3 if ffn == "swiglu" else 2)
+    expected = VOCAB * d + sum(4 * d * d + mats * d * w + 2 * d for w in c.ffn_widths) + d
+    assert param_count(c) == model.param_count() == expected
+    for blk, w in zip(model.blocks, c.ffn_widths):
+        assert blk.ffn.down.in_features == w
+
+
+def test_equal_total_width_means_equal_params():
+    assert param_count(tiny((64, 64, 64))) == param_count(tiny((96, 64, 32))) == param_count(tiny((16, 16, 160)))
+
+
+def test_model_is_causal():
+    model = PerLayerWidthLM(tiny())
+    idx = torch.randint(0, VOCAB, (2, 12))
+    idx2 = idx.clone()
+    idx2[:, 8:] = (idx2[:, 8:] + 1) % VOCAB
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[:, :8], model(idx2)[:, :8])
+
+
+def test_ffn_clouds_match_the_residual_stream():
+    model = PerLayerWidthLM(tiny())
+    idx = torch.randint(0, VOCAB, (3, 10))
+    clouds = ffn_clouds(model, idx, n_tokens=12, seed=0, batch_size=2)
+    assert len(clouds) == 3 and all(c.x.shape == (12, 32) and c.y.shape == (12, 32) for c in clouds)
+    assert all(np.array_equal(c.token_index, clouds[0].token_index) for c in clouds)
+    with torch.no_grad():  # recompute layer 1 by hand at the sampled positions
+        h = model.embed(idx)
+        h = model.blocks[0](h)
+        blk = model.blocks[1]
+        x = h + blk.attn(blk.norm1(h))
+        y = x + blk.ffn(blk.norm2(x))
+    flat = clouds[1].token_index
+    np.testing.assert_allclose(clouds[1].x, x.reshape(-1, 32)[flat].double().numpy(), atol=1e-6)
+    np.testing.assert_allclose(clouds[1].y, y.reshape(-1, 32)[flat].double().numpy(), atol=1e-6)
+    np.testing.assert_allclose(clouds[0].y, h.reshape(-1, 32)[flat].double().numpy(), atol=1e-6)  # block 0 output
+
+
+def test_bad_configs_name_the_field():
+    with pytest.raises(AnatomyKitError, match=r"ffn_widths has 2 entries but n_layers=3"):
+        PerLayerWidthLM(LMConfig(vocab_size=10, n_layers=3, d_model=32, n_heads=4, ffn_widths=[8, 8]))
+    with pytest.raises(AnatomyKitError, match=r"d_model=30 is not divisible by n_heads=4"):
+        PerLayerWidthLM(LMConfig(vocab_size=10, n_layers=1, d_model=30, n_heads=4, ffn_widths=[8]))
+    with pytest.raises(AnatomyKitError, match=r"ffn_widths\[1\]=0 must be >= 1"):
+        PerLayerWidthLM(LMConfig(vocab_size=10, n_layers=2, d_model=32, n_heads=4, ffn_widths=[8, 0]))
+    with pytest.raises(AnatomyKitError, match=r"ffn='relu' is not accepted"):
+        PerLayerWidthLM(LMConfig(vocab_size=10, n_layers=1, d_model=32, n_heads=4, ffn_widths=[8], ffn="relu"))
+    with pytest.raises(AnatomyKitError, match=r"sequence length 17 exceeds max_seq_len=16"):
+        PerLayerWidthLM(tiny())(torch.zeros(1, 17, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------
+# Training loop
+# ---------------------------------------------------------------------------------------------
+
+def test_lr_schedule_and_data_order():
+    c = cfg(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
+    assert lr_at(0, c) == pytest.approx(0.1) and lr_at(9, c) == pytest.approx(1.0)
+    assert lr_at(10, c) == pytest.approx(1.0) and lr_at(100, c) == pytest.approx(0.1)
+    assert lr_at(55, c) == pytest.approx(0.55)
+    # The stream is a sequence of permutations; batches can straddle epochs.
+    stream = torch.cat([batch_indices(p, 7, 10, 5) for p in range(0, 70, 7)])
+    for e in range(7):
+        assert sorted(stream[10 * e:10 * e + 10].tolist()) == list(range(10))
+    assert torch.equal(batch_indices(13, 7, 10, 5), stream[13:20])
+    assert not torch.equal(batch_indices(0, 10, 10, 5), batch_indices(0, 10, 10, 6))
+
+
+def test_training_learns_and_is_bit_identical(blocks):
+    tr, ev = blocks
+    r1 = train(tiny(), tr, ev, cfg())
+    r2 = train(tiny(), tr, ev, cfg())
+    assert r1.completed and r1.steps_done == 24
+    assert r1.loss_curve == r2.loss_curve and r1.eval_curve == r2.eval_curve
+    assert r1.final_eval_loss == r2.final_eval_loss
+    for (k, a), (_, b) in zip(r1.model.state_dict().items(), r2.model.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert [s for s, _ in r1.eval_curve] == [8, 16, 24]
+    assert r1.final_eval_loss < math.log(VOCAB) - 0.3  # it learns something
+    assert r1.tokens_per_s > 0 and r1.n_params == param_count(tiny())
+    r3 = train(tiny(), tr, ev, cfg(seed=4))
+    assert r3.loss_curve != r1.loss_curve
+
+
+@pytest.mark.parametrize("stop_after,every", [(10, 5), (13, 5)])
+def test_resume_equals_uninterrupted(blocks, tmp_path, stop_after, every):
+    tr, ev = blocks
+    full = train(tiny(), tr, ev, cfg())
+    part = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every, stop_after=stop_after))
+    assert not part.completed and part.steps_done == stop_after and math.isnan(part.final_eval_loss)
+    assert list(tmp_path.iterdir()) == [tmp_path / "checkpoint.pt"]  # atomic: no temporary left
+    resumed = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
+    assert resumed.resumed_from == stop_after and resumed.completed
+    assert abs(resumed.final_eval_loss - full.final_eval_loss) <= 1e-6
+    assert len(resumed.loss_curve) == 24
+    np.testing.assert_allclose([l for _, l in resumed.loss_curve], [l for _, l in full.loss_curve], atol=1e-6)
+    # A finished checkpoint is returned without retraining.
+    again = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
+    assert again.resumed_from == 24 and again.final_eval_loss == resumed.final_eval_loss
+
+
+def test_grad_accumulation_and_numpy_blocks(blocks, tmp_path):
+    tr, ev = blocks
+    ref = train(tiny(), tr, ev, cfg(steps=6))
+    acc = train(tiny(), tr, ev, cfg(steps=6, batch_size=4, grad_accum=2))  # same rows, two halves
+    np.testing.assert_allclose([l for _, l in acc.loss_curve], [l for _, l in ref.loss_curve], atol=1e-5)
+    assert abs(acc.final_eval_loss - ref.final_eval_loss) < 1e-5
+    mm = np.lib.format.open_memmap(tmp_path / "blocks.npy", mode="w+", dtype=np.uint16, shape=tuple(tr.shape))
+    mm[:] = tr.numpy()
+    mm.flush()
+    from_disk = train(tiny(), np.load(tmp_path / "blocks.npy", mmap_mode="r"), ev.numpy(), cfg(steps=6))
+    assert from_disk.loss_curve == ref.loss_curve and from_disk.final_eval_loss == ref.final_eval_loss
+
+
+def test_train_many_in_processes_equals_serial(blocks):
+    tr, ev = blocks
+    jobs = [(tiny(), cfg(steps=8, seed=s, desc=f"seed {s}")) for s in (0, 1)]
+    serial = train_many(jobs, tr, ev, processes=1, verbose=False)
+    parallel = train_many(jobs, tr, ev, processes=2, verbose=False)
+    assert [r.loss_curve for r in serial] == [r.loss_curve for r in parallel]
+    assert [r.final_eval_loss for r in serial] == [r.final_eval_loss for r in parallel]
+    assert serial[0].final_eval_loss != serial[1].final_eval_loss and parallel[0].model is None
+
+
+def test_resume_refuses_a_foreign_checkpoint(blocks, tmp_path):
+    tr, ev = blocks
+    train(tiny(), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
+    with pytest.raises(AnatomyKitError, match="written by a different run"):
+        train(tiny((32, 96, 48)), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
+
+
+def test_training_input_errors(blocks):
+    tr, ev = blocks
+    with pytest.raises(AnatomyKitError, match=r"token ids in \[0, 99\] but vocab_size=61"):
+        train(tiny(), torch.tensor([[0, 99, 3]]), ev, cfg())
+    with pytest.raises(AnatomyKitError, match=r"hold 20 inputs per row but max_seq_len=16"):
+        train(tiny(), torch.zeros(4, 21, dtype=torch.long), ev, cfg())
+    with pytest.raises(AnatomyKitError, match=r"warmup=50 must be <= 24"):
+        train(tiny(), tr, ev, cfg(warmup=50))
+    with pytest.raises(AnatomyKitError, match=r"must be an integer torch tensor"):
+        train(tiny(), tr.float(), ev, cfg())
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired statistics
+# ---------------------------------------------------------------------------------------------
+
+def test_bootstrap_ci_known_exact_case():
+    # Three pairs: the bootstrap distribution is enumerated (27 equiprobable resamples).
+    mean, lo, hi = paired_bootstrap_ci([1.0, 2.0, 3.0])
+    means = sorted(np.mean(c) for c in itertools.product([1.0, 2.0, 3.0], repeat=3))
+    assert mean == 2.0
+    assert lo == pytest.approx(1 + 0.65 / 3, abs=1e-12)  # position 0.025·26 = 0.65 between 1 and 4/3
+    assert hi == pytest.approx(3 - 0.65 / 3, abs=1e-12)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    assert paired_bootstrap_ci([0.5, 0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+
+
+def test_bootstrap_ci_matches_normal_theory_for_many_pairs():
+    d = np.random.default_rng(0).normal(0.3, 1.0, 400)
+    mean, lo, hi = paired_bootstrap_ci(d, seed=1)
+    half = 1.96 * d.std(ddof=1) / math.sqrt(d.size)
+    assert lo == pytest.approx(mean - half, abs=0.1 * half) and hi == pytest.approx(mean + half, abs=0.1 * half)
+    assert paired_bootstrap_ci(d, seed=1) == (mean, lo, hi)  # seeded
+
+
+def test_paired_deltas_pairs_by_seed():
+    results = {"uniform": {0: 3.00, 1: 3.10, 2: 3.20, 9: 5.0},
+               "cosine": {0: 2.99, 1: 3.08, 2: 3.17},
+               "anti": {2: 3.30, 1: 3.20, 0: 3.10}}
+    rows = {r.schedule: r for r in paired_deltas(results)}
+    assert rows["uniform"].mean_delta == 0 and rows["uniform"].n_seeds == 4
+    assert rows["cosine"].mean_delta == pytest.approx(-0.02) and rows["cosine"].n_seeds == 3
+    assert rows["cosine"].ci_low == pytest.approx(-0.03 + 0.65 * 0.01 / 3) and rows["cosine"].ci_high < -0.01
+    assert rows["anti"].mean_delta == pytest.approx(0.10) and rows["anti"].ci_low == pytest.approx(0.10)
+    assert "cosine" in format_delta_table(list(rows.values()))
+    with pytest.raises(AnatomyKitError, match=r"baseline='tlm' is not among the schedules"):
+        paired_deltas(results, baseline="tlm")
+    with pytest.raises(AnatomyKitError, match=r"schedule 'x' shares no seed with baseline 'uniform'"):
+        paired_deltas({"uniform": {0: 1.0}, "x": {5: 1.0}})
