@@ -20,4 +20,9 @@ Modules (each has one job):
 - ``runner``     – executes the chapters with papermill (``python -m anatomy_kit``)
 """
 
+import warnings
+
+# tqdm.auto falls back to text bars without ipywidgets; its warning about that is noise in a book.
+warnings.filterwarnings("ignore", message="IProgress not found")
+
 __version__ = "0.1.0"

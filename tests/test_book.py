@@ -38,6 +38,10 @@ def test_chapter_was_executed_at_smoke_scale_without_errors(chapter):
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
     assert not [o for o in outputs if o["output_type"] == "error"], f"{chapter} has error outputs"
     assert any("image/png" in o.get("data", {}) for o in outputs), f"{chapter} shows no figure"
+    shown = [json.dumps(o) for c in nb["cells"] if "remove-cell" not in c["metadata"].get("tags", [])
+             for o in c.get("outputs", [])]
+    leaks = [s for s in shown if str(ROOT) in s or "Warning:" in s]
+    assert not leaks, f"{chapter} shows machine paths or warnings in the book: {leaks[0][:300]}"
     metrics = json.loads((BUILD / "metrics" / f"{chapter}.json").read_text())
     assert metrics["run"]["scale"] == "smoke"
     assert metrics["claims"], f"{chapter} states no verdict on any paper claim"
