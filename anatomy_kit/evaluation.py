@@ -64,9 +64,12 @@ def head_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk
     h = hidden[:, :-1][keep]                       # (n_targets, d)
     y = target[keep]                               # (n_targets,)
     head = model.get_output_embeddings()
+    cap = getattr(model.config, "final_logit_softcapping", None)   # Gemma 2/3 squash their logits
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     for i in range(0, len(y), chunk):
         logits = head(h[i:i + chunk]).float()      # (chunk, vocab)
+        if cap:
+            logits = cap * torch.tanh(logits / cap)
         check_finite("logits", logits)
         total += nn.functional.cross_entropy(logits, y[i:i + chunk], reduction="sum")
     return total

@@ -129,3 +129,17 @@ def test_bad_inputs(model):
         anatomy.ablation_map(model, batches, layers=[6])
     with pytest.raises(AnatomyKitError, match="batches is empty"):
         anatomy.ablation_map(model, [])
+
+
+def test_perplexity_matches_hugging_face_with_logit_softcapping():
+    """Gemma-2 squashes its logits (tanh softcap); our head must do the same."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Gemma2Config(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=8, final_logit_softcapping=2.0, initializer_range=0.3)
+    m = Gemma2ForCausalLM(cfg).eval()
+    b = _batches(pad=False)[0]
+    with torch.no_grad():
+        hf = float(m(input_ids=b.input_ids, labels=b.labels).loss)
+    assert math.log(evaluation.perplexity(m, [b])) == pytest.approx(hf, rel=1e-5)
