@@ -45,6 +45,15 @@ def tiny_tokenizer(vocab: int = 512):
                                    eos_token="<eos>", pad_token="<eos>")
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and spinning threads are slow on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return tiny_tokenizer()

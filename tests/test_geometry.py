@@ -275,12 +275,8 @@ def test_bad_inputs_raise_named_errors():
 # --------------------------------------------------------------------------- cloud capture on a tiny Llama
 
 @pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from threads, and spinning threads are slow on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every test in this module runs on one torch thread (see conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")

@@ -30,13 +30,9 @@ def tiny(widths=(48, 96, 32), **kw) -> LMConfig:
                     ffn_widths=list(widths), max_seq_len=16, **kw)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train faster on one thread (and do not fight other jobs for the 2 cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread(one_torch_thread):
+    """Every test in this module runs on one torch thread (see conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")
