@@ -11,7 +11,7 @@ DEFAULTS = {"smoke": dict(model="embedded", corpus="python-docs", n_eval=4, lr=0
 
 
 def resolve(**kw):
-    args = dict(scale="smoke", device="cpu", defaults=DEFAULTS, build_dir="/tmp/x")
+    args = dict(scale="smoke", device="cpu", defaults=DEFAULTS, build_dir="unused-build")
     args.update(kw)
     return chapter.resolve_run("chX", **args)
 

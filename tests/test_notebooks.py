@@ -60,7 +60,7 @@ def _run_resolution(nb, overrides, tmp_path):
 
 def _other_value(name, default, resolved):
     fixed = {"scale": "full", "device": "cpu" if default != "cpu" else "auto", "model": "someone/other-model",
-             "corpus": "wikitext-103", "build_dir": "/tmp/elsewhere"}
+             "corpus": "wikitext-103", "build_dir": "another-build"}
     if name in fixed:
         return fixed[name]
     value = resolved["sizes"].get(name, default) if default is None else default
