@@ -4,7 +4,7 @@ A sweep that changes layer ℓ only needs to recompute layers ℓ … L−1: the
 *entering* layer ℓ is the same as in the unchanged model. :func:`capture_prefix` runs the
 model once and keeps, for every layer, its input hidden state and the keyword arguments
 (attention mask, rotary position embeddings, …) that the backbone passed to it;
-:func:`nll_from_layer` replays layers ``start … L−1`` from that cache, applies the final
+:func:`nll_from_layer` (per batch: :func:`batch_nll_from_layer`) replays layers ``start … L−1`` from that cache, applies the final
 norm and the LM head, and returns the summed token NLL.
 
 Introduced in chapter 1 (*The ablation map*).
@@ -75,9 +75,12 @@ def head_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk
     return total
 
 
-@torch.no_grad()
 def nll_full(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """Summed NLL of one batch through the whole model (the naive path)."""
+    """Summed NLL of one batch through the whole model (the naive path).
+
+    Runs in the caller's gradient mode: :func:`perplexity` wraps it in ``no_grad``, fine-tuning
+    (chapter 2's recovery speed) back-propagates through it.
+    """
     out = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
     return head_nll(model, out.last_hidden_state, batch.labels)
 
@@ -143,21 +146,24 @@ def capture_prefix(model: nn.Module, batches: list[Batch]) -> PrefixCache:
     return cache
 
 
-@torch.no_grad()
-def nll_from_layer(model: nn.Module, cache: PrefixCache, start: int) -> float:
-    """Summed NLL when layers ``start … L−1`` are recomputed from the cached input of ``start``.
+def batch_nll_from_layer(model: nn.Module, cache: PrefixCache, index: int, start: int) -> torch.Tensor:
+    """Summed NLL of cached batch ``index`` when layers ``start … L−1`` are recomputed.
 
     Whatever the model's layers now hold (ablated weights, hooks) is used for those layers;
-    layers before ``start`` are taken from the cache, i.e. from the unchanged model.
+    layers before ``start`` are taken from the cache, i.e. from the unchanged model. Runs in the
+    caller's gradient mode (fine-tuning a layer back-propagates through it).
     """
     layers = decoder_layers(model)
     if not 0 <= start < len(layers):
         raise AnatomyKitError(f"start={start} is out of range; this model has layers 0..{len(layers) - 1}")
-    norm = final_norm(model)
-    total = 0.0
-    for batch, calls in zip(cache.batches, cache.calls):
-        hidden = calls[start].hidden
-        for i in range(start, len(layers)):
-            hidden = hidden_of(layers[i](hidden, *calls[i].args, **calls[i].kwargs))
-        total += float(head_nll(model, norm(hidden), batch.labels))
-    return total
+    calls = cache.calls[index]
+    hidden = calls[start].hidden
+    for i in range(start, len(layers)):
+        hidden = hidden_of(layers[i](hidden, *calls[i].args, **calls[i].kwargs))
+    return head_nll(model, final_norm(model)(hidden), cache.batches[index].labels)
+
+
+@torch.no_grad()
+def nll_from_layer(model: nn.Module, cache: PrefixCache, start: int) -> float:
+    """Summed NLL over all cached batches when layers ``start … L−1`` are recomputed (no gradients)."""
+    return sum(float(batch_nll_from_layer(model, cache, i, start)) for i in range(len(cache.batches)))

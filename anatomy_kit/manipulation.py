@@ -40,8 +40,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .evaluation import Batch, PrefixCache, capture_prefix, head_nll, nll_from_layer, perplexity
-from .layers import MODULE_PATHS, decoder_layers, final_norm, hidden_of, layer_module
+from .evaluation import (Batch, PrefixCache, batch_nll_from_layer, capture_prefix, nll_from_layer, nll_full,
+                         perplexity)
+from .layers import MODULE_PATHS, decoder_layers, layer_module
 from .validate import AnatomyKitError, check_choice, check_int, check_layer_index, check_positive
 from .weights import MODULES, substituted
 
@@ -223,21 +224,6 @@ class Recovery:
         return asdict(self)
 
 
-def _loss_from_layer(model: nn.Module, cache: PrefixCache, index: int, start: int) -> torch.Tensor:
-    """Mean token NLL of cached batch ``index`` recomputing layers ``start … L−1`` (with gradients)."""
-    layers = decoder_layers(model)
-    calls, batch = cache.calls[index], cache.batches[index]
-    hidden = calls[start].hidden
-    for i in range(start, len(layers)):
-        hidden = hidden_of(layers[i](hidden, *calls[i].args, **calls[i].kwargs))
-    return head_nll(model, final_norm(model)(hidden), batch.labels) / batch.n_targets
-
-
-def _loss_full(model: nn.Module, batch: Batch) -> torch.Tensor:
-    out = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
-    return head_nll(model, out.last_hidden_state, batch.labels) / batch.n_targets
-
-
 def recovery_speed(model: nn.Module, layer: int, train: PrefixCache | list[Batch], eval_cache: PrefixCache, *,
                    noise_fraction: float = 0.5, max_steps: int = 200, lr: float = 1e-4,
                    trainable: str = "layer", seed: int = 0, modules: Sequence[str] = MODULES,
@@ -303,8 +289,9 @@ def recovery_speed(model: nn.Module, layer: int, train: PrefixCache | list[Batch
         def step(k: int) -> None:
             i = (k - 1) % len(train_batches)
             with torch.enable_grad():
-                loss = (_loss_from_layer(model, train_cache, i, layer) if trainable == "layer"
-                        else _loss_full(model, train_batches[i]))
+                nll = (batch_nll_from_layer(model, train_cache, i, layer) if trainable == "layer"
+                       else nll_full(model, train_batches[i]))
+                loss = nll / train_batches[i].n_targets
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
