@@ -1,23 +1,26 @@
 """anatomy_kit: the companion package of the *Transformer Anatomy* book.
 
-Every public function names, in its docstring, the chapter that introduces it.
-Modules (each has one job):
+Every public function names, in its docstring, the chapter that introduces it. Subpackages, by idea:
 
-- ``validate``   – argument checks that name the bad value and what is accepted
-- ``models``     – load a causal LM (hub id, local folder, or the embedded SmolLM2 GGUF)
-- ``data``       – corpora through Hugging Face ``datasets``; fixed-length token blocks
-- ``layers``     – uniform access to the decoder layers of Hugging Face models; hooks
-- ``evaluation`` – perplexity, and the prefix-cached tail forward
-- ``anatomy``    – the ablation map (paper 1)
-- ``weights``    – weight predictability across depth and the delta series (paper 1)
-- ``manipulation`` – weight-manipulation strategies and recovery speed (paper 1)
-- ``importance`` – the per-layer importance profile as data, for later chapters
-- ``clouds``     – matched token clouds around every FFN, captured with hooks (paper 2)
-- ``geometry``   – geometric work of FFN layers: shift, GW, topology; three geometries (paper 2)
-- ``width``      – the width solver and width schedules (paper 2, TLM)
-- ``lm``, ``training`` – a per-layer-width decoder and its deterministic training loop (paper 2)
-- ``report``     – chapter metrics and the reproduction report
-- ``runner``     – executes the chapters with papermill (``python -m anatomy_kit``)
+- :mod:`anatomy_kit.hf` – Hugging Face models from the inside: loading, layer access and hooks,
+  weight surgery that restores exactly, perplexity and the prefix cache (chapter 1);
+- :mod:`anatomy_kit.data` – corpora, token blocks, tokenizers (chapter 1);
+- :mod:`anatomy_kit.anatomy` – ablation map, importance profile, weight predictability, delta
+  series, manipulation, recovery speed (paper 1; chapters 1–2);
+- :mod:`anatomy_kit.growth` – growing a model: phased importance-driven training (paper 1;
+  chapter 3) and residual-width growth by a closed-form rotation (paper 3; chapter 6);
+- :mod:`anatomy_kit.geometry` – geometric work of FFN layers: clouds, shift, GW, topology,
+  diagnostics, the profiles file (paper 2; chapter 4);
+- :mod:`anatomy_kit.allocation` – FFN width allocation: the exact solver, rounding, schedules
+  (paper 2, TLM; chapter 5);
+- :mod:`anatomy_kit.lm` – the kit's own decoder, ``train(model, …)``, checkpoints, process pool
+  (chapters 3, 5, 6);
+- :mod:`anatomy_kit.stats` – paired differences, intervals, rank correlations with exact p-values;
+- :mod:`anatomy_kit.book` – chapter parameters, stores, claims and verdicts, report, runner, CLI;
+- :mod:`anatomy_kit.exercises` – the self-checks of the chapters' exercises.
+
+Top-level helpers: :mod:`anatomy_kit.validate` (named errors), :mod:`anatomy_kit.manifest`
+(``data_manifest/``), :mod:`anatomy_kit.jsonio` (the one JSON reader and atomic writer).
 """
 
 import warnings
@@ -25,4 +28,4 @@ import warnings
 # tqdm.auto falls back to text bars without ipywidgets; its warning about that is noise in a book.
 warnings.filterwarnings("ignore", message="IProgress not found")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,34 +1,57 @@
 """Read ``data_manifest/``: the models, corpora and reference numbers the book uses.
 
-Every model and corpus has a source, a licence and a checksum; every paper number has
-its source and how sure we are of it (see ``../shared/papers/SPECS.md`` in the project
-notes). Reference numbers are *compared against*, never used as outputs.
+Every model and corpus has a source, a licence and a checksum; every paper number has its
+source and how sure we are of it (the book's appendix on sources says what could be read).
+Reference numbers are *compared against*, never used as outputs.
+
+The folder lives at the top of the repository and is installed with the package as
+``anatomy_kit.data_manifest`` (package data), so a wheel install finds it through
+``importlib.resources``; ``$ANATOMY_KIT_MANIFEST`` points elsewhere.
 """
 
 from __future__ import annotations
 
 import os
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from .validate import AnatomyKitError
 
+__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference"]
+
+FILES = ("models", "corpora", "references")
+
 
 def manifest_dir() -> Path:
-    """``$ANATOMY_KIT_MANIFEST`` or the ``data_manifest/`` folder beside the package."""
+    """``$ANATOMY_KIT_MANIFEST``, or the ``data_manifest`` package data installed with the kit."""
     env = os.environ.get("ANATOMY_KIT_MANIFEST")
-    path = Path(env) if env else Path(__file__).resolve().parents[1] / "data_manifest"
-    if not path.is_dir():
-        raise AnatomyKitError(f"data manifest folder {path} not found; set ANATOMY_KIT_MANIFEST")
+    if env:
+        path = Path(env)
+    else:
+        try:
+            path = Path(str(resources.files("anatomy_kit.data_manifest")))
+        except ModuleNotFoundError:
+            path = Path(__file__).resolve().parents[1] / "data_manifest"
+    if not all((path / f"{name}.yaml").is_file() for name in FILES):
+        raise AnatomyKitError(f"data manifest folder {path} lacks one of {[f + '.yaml' for f in FILES]}; "
+                              "reinstall anatomy-kit or set ANATOMY_KIT_MANIFEST")
     return path
 
 
 @lru_cache(maxsize=None)
 def _load(name: str) -> dict:
-    with open(manifest_dir() / f"{name}.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    path = manifest_dir() / f"{name}.yaml"
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except yaml.YAMLError as err:
+        raise AnatomyKitError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(doc, dict) or name not in doc:
+        raise AnatomyKitError(f"{path} must hold a mapping under the key {name!r}")
+    return doc
 
 
 def model_entries() -> dict:
@@ -44,3 +67,12 @@ def corpus_entries() -> dict:
 def references() -> dict:
     """Paper reference numbers by claim id (``p1.baseline_ppl``, ...)."""
     return _load("references")["references"]
+
+
+def reference(claim_id: str) -> dict:
+    """One reference entry; an unknown id is an error that names the file to add it to."""
+    refs = references()
+    if claim_id not in refs:
+        raise AnatomyKitError(f"claim id {claim_id!r} is not in data_manifest/references.yaml; add an entry with "
+                              "claim, value, unit and source first")
+    return refs[claim_id]

@@ -78,3 +78,29 @@ def check_finite(name: str, array: Any) -> Any:
     if bad:
         raise AnatomyKitError(f"{name} holds {bad} non-finite values (NaN or inf) out of {arr.size}")
     return array
+
+
+def as_vector(name: str, value: Any, n: int | None, *, positive: bool = True, allow_zero: bool = False) -> np.ndarray:
+    """A finite float vector of length ``n`` (a scalar is broadcast when ``n`` is given); positivity checked.
+
+    Per-layer inputs (work profiles, exponents, bounds) go through this check.
+    """
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        if n is None:
+            raise AnatomyKitError(f"{name}={value!r} must be a sequence of per-layer values")
+        arr = np.full(n, float(arr))
+    if arr.ndim != 1:
+        raise AnatomyKitError(f"{name} must be a scalar or a 1-D sequence; got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise AnatomyKitError(f"{name} has {arr.shape[0]} entries; expected one per layer ({n})")
+    if arr.shape[0] == 0:
+        raise AnatomyKitError(f"{name} is empty; expected at least one layer")
+    check_finite(name, arr)
+    if positive:
+        bad = arr < 0 if allow_zero else arr <= 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            bound = ">= 0" if allow_zero else "> 0"
+            raise AnatomyKitError(f"{name}[{i}]={arr[i]:g} must be {bound} (every entry must be)")
+    return arr

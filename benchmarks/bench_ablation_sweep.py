@@ -21,7 +21,8 @@ import time
 import numpy as np
 import torch
 
-from anatomy_kit import anatomy, data, evaluation, models
+from anatomy_kit import anatomy, data
+from anatomy_kit.hf import evaluation, models
 
 
 def main() -> None:

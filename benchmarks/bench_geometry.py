@@ -3,7 +3,7 @@
     python benchmarks/bench_geometry.py [--sizes 128 256 512] [--layers 30] [--jobs 2] [--synthetic]
 
 Clouds come from the embedded SmolLM2-135M (30 layers, d = 576) on the python-docs corpus
-when ``anatomy_kit.models.load_model("embedded")`` works, else from synthetic clouds of
+when ``anatomy_kit.hf.models.load_model("embedded")`` works, else from synthetic clouds of
 dimension 576 (with a warning: ripser's cost depends on the cloud, so synthetic timings are
 only indicative). Prints, per cloud size n: the time of each statistic alone (shift, GW with
 the identity coupling, H1 topology — each over all three geometries, including its distance
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from anatomy_kit import geometry as G  # noqa: E402
-from anatomy_kit.clouds import FFNCloud  # noqa: E402
+from anatomy_kit.geometry import FFNCloud  # noqa: E402
 
 BUDGET_S = 60.0
 
@@ -41,9 +41,9 @@ def timed(fn, *args, **kwargs):
 def model_clouds(n_max: int, n_layers: int):
     import torch
 
-    from anatomy_kit.clouds import capture_ffn_clouds
+    from anatomy_kit.geometry import capture_ffn_clouds
     from anatomy_kit.data import token_blocks
-    from anatomy_kit.models import load_model
+    from anatomy_kit.hf.models import load_model
 
     lm = load_model("embedded", device="cpu")
     block = 256

@@ -1,4 +1,4 @@
-"""Throughput of :func:`anatomy_kit.training.train` against a bare PyTorch loop (chapter 5).
+"""Throughput of :func:`anatomy_kit.lm.train` against a bare PyTorch loop (chapter 5).
 
 Same uniform-width model, same batch shape, same AdamW settings. The bare loop is a plain
 ``for`` loop (forward, loss, backward, AdamW step) with no learning-rate schedule, evaluation,
@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anatomy_kit.lm import LMConfig, PerLayerWidthLM  # noqa: E402
-from anatomy_kit.training import TrainConfig, train  # noqa: E402
+from anatomy_kit.lm import LMConfig, PerLayerWidthLM, build_lm  # noqa: E402
+from anatomy_kit.lm.train import TrainConfig, train  # noqa: E402
 
 
 def bare_loop(mcfg: LMConfig, blocks: torch.Tensor, steps: int, batch_size: int, lr: float, seed: int) -> float:
@@ -79,7 +79,7 @@ def main() -> None:
             tc = TrainConfig(steps=args.steps, batch_size=args.batch, lr=1e-3, warmup=args.steps // 10,
                              eval_every=args.steps // 2, checkpoint_dir=tmp, seed=r, progress=True,
                              desc="bench")
-            res = train(mcfg, blocks, eval_blocks, tc)
+            res = train(build_lm(mcfg, tc.seed), blocks, eval_blocks, tc)
         loop.append(res.tokens_per_s)
         e2e.append(args.steps * args.batch * args.seq / res.wall_s)
         print(f"repeat {r + 1}/{args.repeats}: bare {bare[-1]:.0f} tok/s, train {loop[-1]:.0f} tok/s", flush=True)

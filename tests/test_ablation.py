@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy_kit import anatomy, evaluation
-from anatomy_kit.layers import decoder_layers, hidden_of
+from anatomy_kit import anatomy
+from anatomy_kit.hf import evaluation
+from anatomy_kit.hf.layers import decoder_layers, hidden_of
 from anatomy_kit.validate import AnatomyKitError
 
 from conftest import tiny_llama
@@ -109,7 +110,7 @@ def test_tuple_returning_layers_gpt2():
 
 
 def test_store_resumes_a_sweep(model, tmp_path):
-    from anatomy_kit.chapter import Store
+    from anatomy_kit.book.store import Store
 
     batches = _batches()
     store = Store(tmp_path / "s.json")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from anatomy_kit.runner import chapter_manifest
+from anatomy_kit.book.runner import chapter_manifest
 
 from conftest import ROOT
 
@@ -57,7 +57,8 @@ def test_report_lists_every_chapter():
 
 
 def _pages():
-    return [HTML / "index.html"] + [HTML / "chapters" / f"{i}.html" for i in IDS] + [HTML / "chapters" / "report.html"]
+    return ([HTML / "index.html"] + [HTML / "chapters" / f"{i}.html" for i in IDS] + [HTML / "chapters" / "report.html"]
+            + [HTML / f"{p}.html" for p in ("running", "glossary", "sources")])
 
 
 def test_every_page_renders_offline_in_chromium():

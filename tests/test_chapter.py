@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from anatomy_kit import chapter
-from anatomy_kit.report import build_report
+from anatomy_kit.book import run as chapter
+from anatomy_kit.book.report import build_report
 from anatomy_kit.validate import AnatomyKitError
 
 DEFAULTS = {"smoke": dict(model="embedded", corpus="python-docs", n_eval=4, lr=0.5, layers=[1, 2]),

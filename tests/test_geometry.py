@@ -1,4 +1,4 @@
-"""Known-answer tests for chapter 4 (Geometric work): anatomy_kit.geometry and anatomy_kit.clouds."""
+"""Known-answer tests for chapter 4 (Geometric work): anatomy_kit.geometry (clouds, metrics, topology, work, diagnostics, profiles)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anatomy_kit import geometry as G
-from anatomy_kit.clouds import FFNCloud, capture_ffn_clouds, ffn_sensitivity, maxmin_indices
+from anatomy_kit.geometry import FFNCloud, capture_ffn_clouds, ffn_sensitivity, maxmin_indices
 from anatomy_kit.validate import AnatomyKitError
 
 ALL_STATS = ("shift", "gw", "gw_optimal", "topology")
@@ -365,7 +365,7 @@ def test_ffn_sensitivity(tiny):
 
 
 def test_ffn_sensitivity_matches_a_full_forward(tiny):
-    from anatomy_kit.layers import hooked
+    from anatomy_kit.hf.layers import hooked
     model, ids, mask = tiny
     s = ffn_sensitivity(model, ids, mask, noise_scale=0.5, seed=7, layers=[2])
     gen = torch.Generator().manual_seed(7 * 1_000_003 + 2 * 1009)

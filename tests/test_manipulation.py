@@ -7,10 +7,14 @@ import math
 import pytest
 import torch
 
-from anatomy_kit import anatomy, evaluation, manipulation as M
-from anatomy_kit.layers import decoder_layers, layer_module
+from anatomy_kit import anatomy
+from anatomy_kit.anatomy import manipulation as M
+from anatomy_kit.anatomy import recovery as R
+from anatomy_kit.anatomy.predictability import MODULES
+from anatomy_kit.hf import evaluation
+from anatomy_kit.hf.layers import decoder_layers, layer_module
+from anatomy_kit.hf.surgery import noisy_weights
 from anatomy_kit.validate import AnatomyKitError
-from anatomy_kit.weights import MODULES
 
 from conftest import tiny_llama
 
@@ -142,16 +146,16 @@ def test_manipulation_bad_inputs():
     with pytest.raises(AnatomyKitError, match="'left'"):
         M.manipulated_weights(model, 1, "clone", neighbour="left")
     with pytest.raises(AnatomyKitError, match="noise_fraction=0"):
-        M.noise_weights(model, 1, 0)
+        noisy_weights(model, 1, 0)
     with pytest.raises(AnatomyKitError, match="noise_fraction=-1"):
-        M.noise_weights(model, 1, -1)
+        noisy_weights(model, 1, -1)
 
 
 def test_noise_has_the_requested_scale_and_is_restored():
     model = tiny_llama(n_layers=6)
     before = _state(model)
     W = _w(model, 2, "up")
-    with M.noised(model, 2, 0.5, seed=3):
+    with R.noised(model, 2, 0.5, seed=3):
         eps = layer_module(model, 2, "up").weight.detach() - W
         assert eps.std().item() == pytest.approx(0.5 * W.std().item(), rel=0.1)
         assert torch.equal(layer_module(model, 1, "up").weight, before["model.layers.1.mlp.up_proj.weight"])
@@ -161,12 +165,12 @@ def test_noise_has_the_requested_scale_and_is_restored():
 def test_count_recovery_steps_on_a_known_sequence():
     seq = iter([30.0, 28.0, 25.0, 22.5, 21.0])
     calls = []
-    steps, curve = M.count_recovery_steps(lambda: next(seq), calls.append, baseline=22.6, max_steps=10)
+    steps, curve = R.count_recovery_steps(lambda: next(seq), calls.append, baseline=22.6, max_steps=10)
     assert steps == 3 and curve == [30.0, 28.0, 25.0, 22.5] and calls == [1, 2, 3]
-    steps, curve = M.count_recovery_steps(lambda: 20.0, calls.append, baseline=22.6, max_steps=10)
+    steps, curve = R.count_recovery_steps(lambda: 20.0, calls.append, baseline=22.6, max_steps=10)
     assert steps == 0 and curve == [20.0]
     seq = iter([30.0, 29.0, 28.0])
-    steps, curve = M.count_recovery_steps(lambda: next(seq), lambda k: None, baseline=22.6, max_steps=2)
+    steps, curve = R.count_recovery_steps(lambda: next(seq), lambda k: None, baseline=22.6, max_steps=2)
     assert steps is None and len(curve) == 3
 
 
@@ -182,7 +186,7 @@ def test_recovery_with_a_monkeypatched_evaluator_counts_real_optimizer_steps():
         seen.append(layer_module(m, 2, "v").weight.detach().clone())
         return next(values)
 
-    rec = M.recovery_speed(model, 2, cache, cache, noise_fraction=0.5, max_steps=10, lr=1e-2, evaluate=fake_eval)
+    rec = R.recovery_speed(model, 2, cache, cache, noise_fraction=0.5, max_steps=10, lr=1e-2, evaluate=fake_eval)
     assert rec.steps == 4 and rec.recovered and len(rec.curve) == 5 and rec.noised_ppl == base * 3
     assert all(not torch.equal(a, b) for a, b in zip(seen, seen[1:]))   # every step moved the weights
     _assert_restored(model, before)
@@ -195,10 +199,10 @@ def test_recovery_end_to_end_restores_the_model(trainable):
     train, ev = _batches(seed=2), _batches(seed=3)
     cache = evaluation.capture_prefix(model, ev)
     before = _state(model)
-    rec = M.recovery_speed(model, 3, train, cache, noise_fraction=0.5, max_steps=3, lr=1e-2, trainable=trainable)
+    rec = R.recovery_speed(model, 3, train, cache, noise_fraction=0.5, max_steps=3, lr=1e-2, trainable=trainable)
     assert len(rec.curve) == (rec.steps + 1 if rec.recovered else 4)
     # the first value is the noised model evaluated exactly (prefix replay = full forward)
-    with M.noised(model, 3, 0.5, seed=0):
+    with R.noised(model, 3, 0.5, seed=0):
         assert rec.noised_ppl == pytest.approx(evaluation.perplexity(model, ev), rel=1e-5)
     assert all(math.isfinite(c) for c in rec.curve)
     _assert_restored(model, before)
@@ -209,7 +213,7 @@ def test_noise_free_model_recovers_in_zero_steps():
     cache = evaluation.capture_prefix(model, batches)
     layer = 2
     evaluate = lambda: math.exp(evaluation.nll_from_layer(model, cache, layer) / cache.n_targets)  # noqa: E731
-    steps, curve = M.count_recovery_steps(evaluate, lambda k: pytest.fail("no step needed"),
+    steps, curve = R.count_recovery_steps(evaluate, lambda k: pytest.fail("no step needed"),
                                           baseline=cache.baseline_ppl, max_steps=5)
     assert steps == 0 and curve[0] == pytest.approx(cache.baseline_ppl, rel=1e-6)
 
@@ -218,13 +222,13 @@ def test_recovery_bad_inputs():
     model, batches = _tiny(), _batches()
     cache = evaluation.capture_prefix(model, batches)
     with pytest.raises(AnatomyKitError, match="noise_fraction=0"):
-        M.recovery_speed(model, 1, cache, cache, noise_fraction=0.0)
+        R.recovery_speed(model, 1, cache, cache, noise_fraction=0.0)
     with pytest.raises(AnatomyKitError, match="layer=7"):
-        M.recovery_speed(model, 7, cache, cache)
+        R.recovery_speed(model, 7, cache, cache)
     with pytest.raises(AnatomyKitError, match="'all'"):
-        M.recovery_speed(model, 1, cache, cache, trainable="all")
+        R.recovery_speed(model, 1, cache, cache, trainable="all")
     with pytest.raises(AnatomyKitError, match="lr=0"):
-        M.recovery_speed(model, 1, cache, cache, lr=0)
+        R.recovery_speed(model, 1, cache, cache, lr=0)
     with pytest.raises(AnatomyKitError, match="eval_cache"):
-        M.recovery_speed(model, 1, cache, batches)
+        R.recovery_speed(model, 1, cache, batches)
     assert len(decoder_layers(model)) == 6

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from anatomy_kit import models
+from anatomy_kit.hf import models
 from anatomy_kit.validate import AnatomyKitError
 
 

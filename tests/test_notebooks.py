@@ -8,7 +8,7 @@ import jupytext
 import pytest
 import yaml
 
-from anatomy_kit.runner import chapter_manifest, declared_parameters, to_notebook
+from anatomy_kit.book.runner import chapter_manifest, declared_parameters, to_notebook
 
 from conftest import ROOT
 
@@ -32,10 +32,16 @@ def test_chapter_is_paired_and_has_no_outputs(entry):
     assert "md:myst" in text.metadata["jupytext"]["formats"]
 
 
+#: Pages of the book that are not chapters, in the order the table of contents lists them after the chapters.
+BOOK_PAGES = ["running", "glossary", "sources", "chapters/report"]
+
+
 def test_table_of_contents_matches_the_manifest():
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
-    files = [c["file"] for c in toc["chapters"]]
-    assert files == [f"chapters/{i}" for i in IDS] + ["chapters/report"]
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert files == [f"chapters/{i}" for i in IDS] + BOOK_PAGES
+    for page in BOOK_PAGES[:-1]:
+        assert (ROOT / "book" / f"{page}.md").exists(), f"book/{page}.md is listed but missing"
 
 
 def _resolve_cells(nb):

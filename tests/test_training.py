@@ -9,17 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy_kit.lm import LMConfig, PerLayerWidthLM, ffn_clouds, param_count
-from anatomy_kit.training import (
-    TrainConfig,
-    batch_indices,
-    format_delta_table,
-    lr_at,
-    paired_bootstrap_ci,
-    paired_deltas,
-    train,
-    train_many,
-)
+from anatomy_kit.geometry import capture_ffn_clouds
+from anatomy_kit.hf.surgery import clone_layer
+from anatomy_kit.lm import LMConfig, PerLayerWidthLM, build_lm, param_count, train, train_many
+from anatomy_kit.lm.compare import format_delta_table, paired_bootstrap_ci, paired_deltas
+from anatomy_kit.lm.train import TrainConfig, batch_indices, load_trained, lr_at
 from anatomy_kit.validate import AnatomyKitError
 
 VOCAB = 61
@@ -68,8 +62,8 @@ def test_forward_shapes_and_param_count_formula(ffn):
     d, mats = 32, (3 if ffn == "swiglu" else 2)
     expected = VOCAB * d + sum(4 * d * d + mats * d * w + 2 * d for w in c.ffn_widths) + d
     assert param_count(c) == model.param_count() == expected
-    for blk, w in zip(model.blocks, c.ffn_widths):
-        assert blk.ffn.down.in_features == w
+    for blk, w in zip(model.layers, c.ffn_widths):
+        assert blk.mlp.down.in_features == w
 
 
 def test_equal_total_width_means_equal_params():
@@ -85,18 +79,18 @@ def test_model_is_causal():
         torch.testing.assert_close(model(idx)[:, :8], model(idx2)[:, :8])
 
 
-def test_ffn_clouds_match_the_residual_stream():
+def test_the_hf_cloud_capture_finds_the_parts_of_our_model():
     model = PerLayerWidthLM(tiny())
     idx = torch.randint(0, VOCAB, (3, 10))
-    clouds = ffn_clouds(model, idx, n_tokens=12, seed=0, batch_size=2)
+    clouds = capture_ffn_clouds(model, idx, n_tokens=12, seed=0, batch_size=2)
     assert len(clouds) == 3 and all(c.x.shape == (12, 32) and c.y.shape == (12, 32) for c in clouds)
     assert all(np.array_equal(c.token_index, clouds[0].token_index) for c in clouds)
     with torch.no_grad():  # recompute layer 1 by hand at the sampled positions
         h = model.embed(idx)
-        h = model.blocks[0](h)
-        blk = model.blocks[1]
+        h = model.layers[0](h)
+        blk = model.layers[1]
         x = h + blk.attn(blk.norm1(h))
-        y = x + blk.ffn(blk.norm2(x))
+        y = x + blk.mlp(blk.norm2(x))
     flat = clouds[1].token_index
     np.testing.assert_allclose(clouds[1].x, x.reshape(-1, 32)[flat].double().numpy(), atol=1e-6)
     np.testing.assert_allclose(clouds[1].y, y.reshape(-1, 32)[flat].double().numpy(), atol=1e-6)
@@ -120,6 +114,11 @@ def test_bad_configs_name_the_field():
 # Training loop
 # ---------------------------------------------------------------------------------------------
 
+def fit(widths, tr, ev, c, **kw):
+    """Train a fresh model seeded like the run (the pairing convention of chapter 5)."""
+    return train(build_lm(widths if isinstance(widths, LMConfig) else tiny(widths), c.seed), tr, ev, c, **kw)
+
+
 def test_lr_schedule_and_data_order():
     c = cfg(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
     assert lr_at(0, c) == pytest.approx(0.1) and lr_at(9, c) == pytest.approx(1.0)
@@ -135,8 +134,8 @@ def test_lr_schedule_and_data_order():
 
 def test_training_learns_and_is_bit_identical(blocks):
     tr, ev = blocks
-    r1 = train(tiny(), tr, ev, cfg())
-    r2 = train(tiny(), tr, ev, cfg())
+    r1 = fit(tiny(), tr, ev, cfg())
+    r2 = fit(tiny(), tr, ev, cfg())
     assert r1.completed and r1.steps_done == 24
     assert r1.loss_curve == r2.loss_curve and r1.eval_curve == r2.eval_curve
     assert r1.final_eval_loss == r2.final_eval_loss
@@ -145,37 +144,38 @@ def test_training_learns_and_is_bit_identical(blocks):
     assert [s for s, _ in r1.eval_curve] == [8, 16, 24]
     assert r1.final_eval_loss < math.log(VOCAB) - 0.3  # it learns something
     assert r1.tokens_per_s > 0 and r1.n_params == param_count(tiny())
-    r3 = train(tiny(), tr, ev, cfg(seed=4))
+    r3 = fit(tiny(), tr, ev, cfg(seed=4))
     assert r3.loss_curve != r1.loss_curve
 
 
 @pytest.mark.parametrize("stop_after,every", [(10, 5), (13, 5)])
 def test_resume_equals_uninterrupted(blocks, tmp_path, stop_after, every):
     tr, ev = blocks
-    full = train(tiny(), tr, ev, cfg())
-    part = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every, stop_after=stop_after))
+    full = fit(tiny(), tr, ev, cfg())
+    part = fit(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every, stop_after=stop_after))
     assert not part.completed and part.steps_done == stop_after and math.isnan(part.final_eval_loss)
-    assert list(tmp_path.iterdir()) == [tmp_path / "checkpoint.pt"]  # atomic: no temporary left
-    resumed = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
+    files = sorted(p.name for p in tmp_path.iterdir())   # atomic: no temporary left; JSON + tensors, no pickle
+    assert files[0] == "checkpoint.json" and len(files) == 2 and files[1].endswith(".safetensors")
+    resumed = fit(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
     assert resumed.resumed_from == stop_after and resumed.completed
     assert abs(resumed.final_eval_loss - full.final_eval_loss) <= 1e-6
     assert len(resumed.loss_curve) == 24
     np.testing.assert_allclose([l for _, l in resumed.loss_curve], [l for _, l in full.loss_curve], atol=1e-6)
     # A finished checkpoint is returned without retraining.
-    again = train(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
+    again = fit(tiny(), tr, ev, cfg(checkpoint_dir=tmp_path, checkpoint_every=every))
     assert again.resumed_from == 24 and again.final_eval_loss == resumed.final_eval_loss
 
 
 def test_grad_accumulation_and_numpy_blocks(blocks, tmp_path):
     tr, ev = blocks
-    ref = train(tiny(), tr, ev, cfg(steps=6))
-    acc = train(tiny(), tr, ev, cfg(steps=6, batch_size=4, grad_accum=2))  # same rows, two halves
+    ref = fit(tiny(), tr, ev, cfg(steps=6))
+    acc = fit(tiny(), tr, ev, cfg(steps=6, batch_size=4, grad_accum=2))  # same rows, two halves
     np.testing.assert_allclose([l for _, l in acc.loss_curve], [l for _, l in ref.loss_curve], atol=1e-5)
     assert abs(acc.final_eval_loss - ref.final_eval_loss) < 1e-5
     mm = np.lib.format.open_memmap(tmp_path / "blocks.npy", mode="w+", dtype=np.uint16, shape=tuple(tr.shape))
     mm[:] = tr.numpy()
     mm.flush()
-    from_disk = train(tiny(), np.load(tmp_path / "blocks.npy", mmap_mode="r"), ev.numpy(), cfg(steps=6))
+    from_disk = fit(tiny(), np.load(tmp_path / "blocks.npy", mmap_mode="r"), ev.numpy(), cfg(steps=6))
     assert from_disk.loss_curve == ref.loss_curve and from_disk.final_eval_loss == ref.final_eval_loss
 
 
@@ -189,23 +189,90 @@ def test_train_many_in_processes_equals_serial(blocks):
     assert serial[0].final_eval_loss != serial[1].final_eval_loss and parallel[0].model is None
 
 
+def test_frozen_parameters_do_not_change_bitwise(blocks):
+    tr, ev = blocks
+    c = cfg(steps=6)
+    model = build_lm(tiny(), c.seed)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
+    res = train(model, tr, ev, c, trainable=lambda name: name.startswith("layers.1."))
+    after = model.state_dict()
+    changed = {k for k in after if not torch.equal(after[k], before[k])}
+    assert changed and all(k.startswith("layers.1.") for k in changed)       # only layer 1 moved
+    assert set(res.trainable) == {n for n, _ in model.named_parameters() if n.startswith("layers.1.")}
+    assert {n: p.requires_grad for n, p in model.named_parameters()} == flags  # flags restored
+    with pytest.raises(AnatomyKitError, match="selects no parameter"):
+        train(build_lm(tiny(), 0), tr, ev, c, trainable=lambda name: False)
+    with pytest.raises(AnatomyKitError, match=r"does not have"):
+        train(build_lm(tiny(), 0), tr, ev, c, trainable=["layers.9.mlp.up.weight"])
+
+
+class _KilledAfter(np.ndarray):
+    """Token blocks whose batch reads raise after ``reads`` of them: a run killed mid-way."""
+
+    @classmethod
+    def of(cls, array, reads):
+        out = np.asarray(array).view(cls)
+        out.left = reads
+        return out
+
+    def __getitem__(self, index):
+        if isinstance(index, np.ndarray):         # a batch of rows (slices are the input checks)
+            self.left -= 1
+            if self.left < 0:
+                raise KeyboardInterrupt
+        return np.asarray(super().__getitem__(index))
+
+
+def test_a_model_the_loop_did_not_build_trains_and_resumes(blocks, tmp_path):
+    """A cloned model (layer 2 := layer 0 + noise), partly frozen, killed mid-run and resumed."""
+    tr, ev = blocks
+    widths = (48, 96, 48)
+
+    def cloned():
+        m = build_lm(tiny(widths), 3)
+        clone_layer(m, 0, 2, noise_std=0.01, seed=1)
+        return m
+
+    only = [n for n, _ in cloned().named_parameters() if not n.startswith("layers.0.")]
+    c = cfg(steps=12, seed=3, eval_every=4)
+    full = train(cloned(), tr, ev, c, trainable=only)
+    with pytest.raises(KeyboardInterrupt):   # killed while reading the batch of step 8
+        train(cloned(), _KilledAfter.of(tr.numpy(), reads=8), ev, cfg(steps=12, seed=3, eval_every=4,
+              checkpoint_dir=tmp_path, checkpoint_every=3), trainable=only)
+    resumed = train(cloned(), tr, ev, cfg(steps=12, seed=3, eval_every=4, checkpoint_dir=tmp_path, checkpoint_every=3),
+                    trainable=only)
+    assert resumed.resumed_from == 6 and resumed.final_eval_loss == full.final_eval_loss
+    assert resumed.loss_curve == full.loss_curve
+    # the checkpoint belongs to this start: another clone noise is another run
+    def other():
+        m = build_lm(tiny(widths), 3)
+        clone_layer(m, 0, 2, noise_std=0.02, seed=1)
+        return m
+    with pytest.raises(AnatomyKitError, match="written by a different run"):
+        train(other(), tr, ev, cfg(steps=12, seed=3, eval_every=4, checkpoint_dir=tmp_path), trainable=only)
+    loaded = load_trained(build_lm(tiny(widths), 0), tmp_path)
+    for (k, a), (_, b) in zip(loaded.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), k
+
+
 def test_resume_refuses_a_foreign_checkpoint(blocks, tmp_path):
     tr, ev = blocks
-    train(tiny(), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
+    fit(tiny(), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
     with pytest.raises(AnatomyKitError, match="written by a different run"):
-        train(tiny((32, 96, 48)), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
+        fit(tiny((32, 96, 48)), tr, ev, cfg(steps=6, checkpoint_dir=tmp_path))
 
 
 def test_training_input_errors(blocks):
     tr, ev = blocks
     with pytest.raises(AnatomyKitError, match=r"token ids in \[0, 99\] but vocab_size=61"):
-        train(tiny(), torch.tensor([[0, 99, 3]]), ev, cfg())
+        fit(tiny(), torch.tensor([[0, 99, 3]]), ev, cfg())
     with pytest.raises(AnatomyKitError, match=r"hold 20 inputs per row but max_seq_len=16"):
-        train(tiny(), torch.zeros(4, 21, dtype=torch.long), ev, cfg())
+        fit(tiny(), torch.zeros(4, 21, dtype=torch.long), ev, cfg())
     with pytest.raises(AnatomyKitError, match=r"warmup=50 must be <= 24"):
-        train(tiny(), tr, ev, cfg(warmup=50))
+        fit(tiny(), tr, ev, cfg(warmup=50))
     with pytest.raises(AnatomyKitError, match=r"must be an integer torch tensor"):
-        train(tiny(), tr.float(), ev, cfg())
+        fit(tiny(), tr.float(), ev, cfg())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy_kit import importance, weights
-from anatomy_kit.anatomy import AblationMap
-from anatomy_kit.layers import layer_module
+from anatomy_kit.anatomy import AblationMap, importance
+from anatomy_kit.anatomy import deltas as DL
+from anatomy_kit.anatomy import predictability as P
+from anatomy_kit.hf import surgery
+from anatomy_kit.hf.layers import layer_module
 from anatomy_kit.validate import AnatomyKitError
 
 from conftest import tiny_llama
@@ -26,7 +28,7 @@ def _linear_in_depth(L=8, shape=(12, 7), seed=0):
 @pytest.mark.parametrize("leave_out", [True, False])
 def test_ridge_is_exact_on_weights_linear_in_depth(leave_out):
     W = _linear_in_depth()
-    fit = weights.neighbour_ridge(W, ridge=0.0, leave_out=leave_out)
+    fit = P.neighbour_ridge(W, ridge=0.0, leave_out=leave_out)
     interior = np.arange(1, len(W) - 1)
     np.testing.assert_allclose(fit.r2[interior], 1.0, atol=1e-10)
     assert fit.r2_pooled == pytest.approx(1.0, abs=1e-10)
@@ -39,21 +41,21 @@ def test_ridge_is_exact_on_weights_linear_in_depth(leave_out):
 
 def test_ridge_penalty_shrinks_and_held_out_differs_from_in_sample():
     W = _linear_in_depth() + 0.3 * torch.randn(8, 12, 7, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    ols = weights.neighbour_ridge(W, ridge=0.0)
-    shrunk = weights.neighbour_ridge(W, ridge=10.0)
+    ols = P.neighbour_ridge(W, ridge=0.0)
+    shrunk = P.neighbour_ridge(W, ridge=10.0)
     assert np.nanmean(np.abs(shrunk.beta[:, 1:])) < np.nanmean(np.abs(ols.beta[:, 1:]))
-    in_sample = weights.neighbour_ridge(W, ridge=0.0, leave_out=False)
+    in_sample = P.neighbour_ridge(W, ridge=0.0, leave_out=False)
     rows = in_sample.beta[1:-1]
     np.testing.assert_allclose(rows, np.tile(rows[0], (len(rows), 1)))   # in-sample: one β for all layers
     assert not np.allclose(ols.beta[1], ols.beta[3])                       # held out: one β per target
     # GramStats input gives the same answer as the tensor
-    again = weights.neighbour_ridge(weights.gram_stats(W), ridge=0.0)
+    again = P.neighbour_ridge(P.gram_stats(W), ridge=0.0)
     np.testing.assert_allclose(again.r2, ols.r2, equal_nan=True, rtol=1e-12)
 
 
 def test_ridge_r2_matches_direct_residuals():
     W = torch.randn(7, 5, 9, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    fit = weights.neighbour_ridge(W, ridge=0.1)
+    fit = P.neighbour_ridge(W, ridge=0.1)
     for l in range(1, 6):
         pred = fit.predict(W, l)
         direct = 1 - ((W[l] - pred) ** 2).sum() / ((W[l] - W[l].mean()) ** 2).sum()
@@ -62,10 +64,10 @@ def test_ridge_r2_matches_direct_residuals():
 
 def test_held_out_fit_never_sees_the_target_layer():
     W = torch.randn(9, 6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    fit = weights.neighbour_ridge(W, ridge=0.0)
+    fit = P.neighbour_ridge(W, ridge=0.0)
     W2 = W.clone()
     W2[4] = 100 * torch.randn(6, 6, dtype=torch.float64)      # change layer 4 only
-    fit2 = weights.neighbour_ridge(W2, ridge=0.0)
+    fit2 = P.neighbour_ridge(W2, ridge=0.0)
     np.testing.assert_allclose(fit2.beta[4], fit.beta[4], rtol=1e-10)   # its coefficients are unchanged
 
 
@@ -73,31 +75,31 @@ def test_alternating_sequence_has_delta_correlation_minus_one():
     g = torch.Generator().manual_seed(0)
     A, B = torch.randn(2, 10, 6, generator=g, dtype=torch.float64)
     W = torch.stack([A + (-1) ** l * B for l in range(7)])
-    np.testing.assert_allclose(weights.adjacent_delta_correlation(W), -1.0, atol=1e-12)
+    np.testing.assert_allclose(DL.adjacent_delta_correlation(W), -1.0, atol=1e-12)
     # a straight line in depth: every delta equal, correlation +1
-    np.testing.assert_allclose(weights.adjacent_delta_correlation(_linear_in_depth()), 1.0, atol=1e-12)
+    np.testing.assert_allclose(DL.adjacent_delta_correlation(_linear_in_depth()), 1.0, atol=1e-12)
 
 
 def test_delta_correlation_matches_numpy_and_iid_gives_minus_half():
     W = torch.randn(6, 40, 30, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    r = weights.adjacent_delta_correlation(W)
+    r = DL.adjacent_delta_correlation(W)
     D = (W[1:] - W[:-1]).reshape(5, -1).numpy()
     np.testing.assert_allclose(r, [np.corrcoef(D[i], D[i + 1])[0, 1] for i in range(4)], rtol=1e-10)
-    iid = weights.adjacent_delta_correlation(weights.iid_like(torch.zeros(30, 200, 100), seed=3))
+    iid = DL.adjacent_delta_correlation(DL.iid_like(torch.zeros(30, 200, 100), seed=3))
     assert iid.mean() == pytest.approx(-0.5, abs=0.005)
-    cached = np.array(weights.iid_delta_correlation(30, 20_000))
+    cached = np.array(DL.iid_delta_correlation(30, 20_000))
     assert cached.shape == (28,) and cached.mean() == pytest.approx(-0.5, abs=0.01)
-    assert weights.expected_delta_correlation(0.0, 0.0) == -0.5
+    assert DL.expected_delta_correlation(0.0, 0.0) == -0.5
 
 
 def test_independent_delta_correlation_matches_heteroscedastic_iid_layers():
     g = torch.Generator().manual_seed(8)
     scales = torch.tensor([0.2, 1.0, 3.0, 0.5, 2.0, 1.0], dtype=torch.float64)
     W = scales[:, None, None] * torch.randn(6, 300, 200, generator=g, dtype=torch.float64)
-    np.testing.assert_allclose(weights.adjacent_delta_correlation(W), weights.independent_delta_correlation(W), atol=0.01)
+    np.testing.assert_allclose(DL.adjacent_delta_correlation(W), DL.independent_delta_correlation(W), atol=0.01)
     equal = torch.randn(5, 4, 4, generator=g, dtype=torch.float64)
     equal = equal / equal.reshape(5, -1).std(1)[:, None, None]
-    np.testing.assert_allclose(weights.independent_delta_correlation(equal - equal.mean()), -0.5, atol=0.05)
+    np.testing.assert_allclose(DL.independent_delta_correlation(equal - equal.mean()), -0.5, atol=0.05)
 
 
 def test_expected_delta_correlation_formula_on_an_ar1_series():
@@ -107,38 +109,38 @@ def test_expected_delta_correlation_formula_on_an_ar1_series():
     x = [torch.randn(n, generator=g, dtype=torch.float64)]
     for _ in range(L - 1):
         x.append(rho * x[-1] + np.sqrt(1 - rho ** 2) * torch.randn(n, generator=g, dtype=torch.float64))
-    r = weights.adjacent_delta_correlation(torch.stack(x)[:, :, None]).mean()
-    assert r == pytest.approx(weights.expected_delta_correlation(rho, rho ** 2), abs=0.01)
-    assert weights.expected_delta_correlation(rho, rho ** 2) == pytest.approx(-(1 - rho) / 2)
+    r = DL.adjacent_delta_correlation(torch.stack(x)[:, :, None]).mean()
+    assert r == pytest.approx(DL.expected_delta_correlation(rho, rho ** 2), abs=0.01)
+    assert DL.expected_delta_correlation(rho, rho ** 2) == pytest.approx(-(1 - rho) / 2)
 
 
 def test_delta_nulls_and_shuffles_keep_layers():
     W = torch.randn(8, 20, 10, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    s = weights.shuffled_layers(W, seed=2)
+    s = DL.shuffled_layers(W, seed=2)
     assert sorted(float(x.sum()) for x in s) == pytest.approx(sorted(float(x.sum()) for x in W))
-    nulls = weights.delta_nulls(W, n_shuffles=20, seed=1)
+    nulls = DL.delta_nulls(W, n_shuffles=20, seed=1)
     assert nulls.observed.shape == (6,) and nulls.shuffled.shape == (20,) and nulls.iid.shape == (6,)
     # a permuted GramStats equals the Gram of the permuted tensor
     order = torch.tensor([3, 1, 0, 2, 7, 5, 6, 4])
-    np.testing.assert_allclose(weights.adjacent_delta_correlation(weights.gram_stats(W).permuted(order)),
-                               weights.adjacent_delta_correlation(W[order]), rtol=1e-10)
+    np.testing.assert_allclose(DL.adjacent_delta_correlation(P.gram_stats(W).permuted(order)),
+                               DL.adjacent_delta_correlation(W[order]), rtol=1e-10)
 
 
 def test_on_a_tiny_model_predictability_and_substitution_restore():
     model = tiny_llama(n_layers=6)
-    pred = weights.predictability(model, ["gate", "q"])
+    pred = P.predictability(model, ["gate", "q"])
     assert set(pred) == {"gate", "q"} and pred["gate"]["r2_layer"].shape == (6,)
     assert np.isfinite(pred["gate"]["stats_r2"])
-    W = weights.stack_weights(model, "gate")
+    W = P.stack_weights(model, "gate")
     assert W.shape == (6, 64, 32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    new = weights.predicted_layer_weights(model, pred, 2)
+    new = P.predicted_layer_weights(model, pred, 2)
     torch.testing.assert_close(new[(2, "gate")], pred["gate"]["fit"].predict(W, 2).float(), rtol=1e-6, atol=1e-6)
-    with weights.substituted(model, new):
+    with surgery.substituted(model, new):
         torch.testing.assert_close(layer_module(model, 2, "gate").weight, new[(2, "gate")], rtol=0, atol=0)
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
-    with pytest.raises(RuntimeError), weights.substituted(model, {(1, "q"): torch.zeros(32, 32)}):
+    with pytest.raises(RuntimeError), surgery.substituted(model, {(1, "q"): torch.zeros(32, 32)}):
         raise RuntimeError("inside")                      # restored even when the block raises
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -147,22 +149,22 @@ def test_on_a_tiny_model_predictability_and_substitution_restore():
 def test_bad_inputs_name_the_value():
     model = tiny_llama(n_layers=6)
     with pytest.raises(AnatomyKitError, match="'attn'"):
-        weights.stack_weights(model, "attn")
+        P.stack_weights(model, "attn")
     with pytest.raises(AnatomyKitError, match="layer=6"):
-        weights.predicted_layer_weights(model, weights.predictability(model, ["q"]), 6)
+        P.predicted_layer_weights(model, P.predictability(model, ["q"]), 6)
     with pytest.raises(AnatomyKitError, match="layer=0"):
-        weights.predicted_layer_weights(model, weights.predictability(model, ["q"]), 0)
+        P.predicted_layer_weights(model, P.predictability(model, ["q"]), 0)
     with pytest.raises(AnatomyKitError, match="ridge=-1"):
-        weights.neighbour_ridge(torch.randn(6, 3, 3), ridge=-1)
+        P.neighbour_ridge(torch.randn(6, 3, 3), ridge=-1)
     with pytest.raises(AnatomyKitError, match="4 layers"):
-        weights.neighbour_ridge(torch.randn(4, 3, 3))
+        P.neighbour_ridge(torch.randn(4, 3, 3))
     with pytest.raises(AnatomyKitError, match="non-finite"):
-        weights.adjacent_delta_correlation(torch.full((5, 2, 2), float("nan")))
+        DL.adjacent_delta_correlation(torch.full((5, 2, 2), float("nan")))
     with pytest.raises(AnatomyKitError, match="shape"):
-        with weights.substituted(model, {(1, "q"): torch.zeros(3, 3)}):
+        with surgery.substituted(model, {(1, "q"): torch.zeros(3, 3)}):
             pass
     with pytest.raises(AnatomyKitError, match="rho1=1"):
-        weights.expected_delta_correlation(1, 0)
+        DL.expected_delta_correlation(1, 0)
 
 
 def _profile(n=6):

@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from anatomy_kit.validate import AnatomyKitError
-from anatomy_kit.width import (
+from anatomy_kit.allocation import (
     SCHEDULE_KINDS,
-    _solve_general,
     allocate,
     anti_profile,
     parse_rule,
@@ -24,6 +23,7 @@ from anatomy_kit.width import (
     surrogate_objective,
     width_schedule,
 )
+from anatomy_kit.allocation.solver import _solve_general
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

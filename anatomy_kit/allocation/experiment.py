@@ -1,0 +1,108 @@
+"""Chapter 5's experiment: the same decoder trained under several allocation rules, seed by seed.
+
+:class:`RuleGrid` holds what is fixed (preset shape and recipe, seeds, steps, bounds, exponent
+choice); :meth:`RuleGrid.schedules` turns rules into widths from a work-profiles bundle;
+:meth:`RuleGrid.train` trains every (rule, seed) pair, resumably (one checkpoint folder per
+pair), and returns the results keyed by ``(rule, seed)``. Same seed = same data order and
+the same initialisation draw where shapes agree, so rules are compared in pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..lm.model import LMConfig, param_count
+from ..lm.pool import train_many
+from ..lm.train import TrainConfig, TrainResult
+from ..validate import AnatomyKitError, check_choice, check_int
+from .schedules import allocate, exponents_from_intrinsic_dimension, parse_rule
+
+__all__ = ["EXPONENT_CHOICES", "rule_slug", "rule_inputs", "RuleGrid"]
+
+EXPONENT_CHOICES = ("intrinsic-dimension", "common")
+
+
+def rule_slug(rule: str) -> str:
+    """A file-name-safe form of a rule: ``"geometric:gw/spherical"`` → ``"geometric-gw-spherical"``."""
+    parse_rule(rule)
+    return rule.replace(":", "-").replace("/", "-")
+
+
+def rule_inputs(bundle: Any, exponents: str, kappa: float) -> tuple[dict[str, np.ndarray] | None, Any]:
+    """(profiles by ``"statistic/geometry"``, exponents) from a work-profiles bundle (or ``None``).
+
+    ``exponents="intrinsic-dimension"`` uses ``a_ℓ = κ / d_int,ℓ`` when the bundle has TwoNN
+    dimensions; otherwise every layer gets ``κ``.
+    """
+    check_choice("exponents", exponents, EXPONENT_CHOICES)
+    if bundle is None:
+        return None, kappa
+    profiles = {f"{s}/{g}": p for s, g, p in bundle.profiles.items()}
+    if exponents == "intrinsic-dimension" and bundle.intrinsic_dimension is not None:
+        return profiles, exponents_from_intrinsic_dimension(bundle.intrinsic_dimension, kappa=kappa)
+    return profiles, kappa
+
+
+@dataclass
+class RuleGrid:
+    """Rules × seeds on one preset (a dict from :data:`anatomy_kit.lm.PRESETS`)."""
+
+    preset: dict
+    seeds: list[int]
+    steps: int
+    vocab_size: int
+    lower_frac: float = 0.25
+    upper_frac: float | None = 2.5
+    exponents: str = "intrinsic-dimension"
+    kappa: float = 1.0
+    widths: dict[str, dict] = field(default_factory=dict)   # rule -> {"widths": [int], "continuous": [float]}
+
+    def __post_init__(self):
+        check_int("steps", self.steps, minimum=1)
+        check_choice("exponents", self.exponents, EXPONENT_CHOICES)
+        if not self.seeds:
+            raise AnatomyKitError("seeds is empty; a paired comparison needs at least one seed")
+
+    def schedules(self, rules: list[str], bundle: Any) -> dict[str, dict]:
+        """Widths for each rule (integer and before rounding); profile rules need ``bundle``."""
+        P = self.preset
+        profiles, a = rule_inputs(bundle, self.exponents, self.kappa)
+        for r in rules:
+            kw = dict(multiple=P["multiple"], profiles=profiles, exponent=a, lower_frac=self.lower_frac,
+                      upper_frac=self.upper_frac)
+            self.widths[r] = {"widths": allocate(r, P["n_layers"], P["mean_width"], **kw),
+                              "continuous": allocate(r, P["n_layers"], P["mean_width"], continuous=True, **kw)}
+        return {r: self.widths[r] for r in rules}
+
+    def model_config(self, rule: str) -> LMConfig:
+        """The decoder of ``rule`` (its widths must have been computed by :meth:`schedules`)."""
+        if rule not in self.widths:
+            raise AnatomyKitError(f"rule {rule!r} has no widths yet; call schedules([{rule!r}], bundle) first")
+        P = self.preset
+        return LMConfig(vocab_size=self.vocab_size, n_layers=P["n_layers"], d_model=P["d_model"], n_heads=P["n_heads"],
+                        ffn_widths=list(self.widths[rule]["widths"]), max_seq_len=P["block_size"])
+
+    def param_counts(self, rules: list[str]) -> dict[str, int]:
+        """Parameters of each rule's model (equal by construction; the chapter checks it)."""
+        return {r: param_count(self.model_config(r)) for r in rules}
+
+    def train_config(self, rule: str, seed: int, checkpoint_dir: Path, device: str) -> TrainConfig:
+        P = self.preset
+        cuda = str(device).startswith("cuda")
+        return TrainConfig(steps=self.steps, batch_size=P["batch_size"], grad_accum=P["grad_accum"], lr=P["lr"],
+                           warmup=min(P["warmup"], self.steps // 10), eval_every=max(1, self.steps // 6), seed=seed,
+                           device=str(device), precision=P["precision"] if cuda else "fp32",
+                           checkpoint_dir=str(checkpoint_dir), progress=False, desc=f"{rule} seed {seed}")
+
+    def train(self, rules: list[str], train_blocks, eval_blocks, *, run_dir, device: str = "cpu",
+              processes: int = 1) -> dict[tuple[str, int], TrainResult]:
+        """Train every (rule, seed); ``run_dir(rule, seed)`` gives each pair's checkpoint folder."""
+        pairs = [(r, s) for r in rules for s in self.seeds]
+        jobs = [(self.model_config(r), self.train_config(r, s, run_dir(r, s), device)) for r, s in pairs]
+        results = train_many(jobs, train_blocks, eval_blocks,
+                             processes=processes if not str(device).startswith("cuda") else 1)
+        return dict(zip(pairs, results))

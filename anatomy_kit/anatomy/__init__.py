@@ -1,0 +1,13 @@
+"""The anatomy of a trained model, layer by layer (paper 1, Wietrzykowski 2026; chapters 1 and 2).
+
+- :mod:`.ablation` – the ablation map: ΔPPL when one layer is taken out (chapter 1);
+- :mod:`.importance` – the per-layer importance profile as data, read by chapters 3 and 5;
+- :mod:`.predictability` – how well layer ℓ's weights follow from ℓ ± 1 (chapter 2);
+- :mod:`.deltas` – the adjacent weight-delta correlation and its null models (chapter 2);
+- :mod:`.manipulation` – five ways to rewrite a layer's weights (chapter 2);
+- :mod:`.recovery` – how many fine-tuning steps a noised layer needs to recover (chapter 2).
+"""
+
+from .ablation import ABLATION_STRATEGIES, AblationMap, ablated, ablation_map, skipped
+
+__all__ = ["ABLATION_STRATEGIES", "AblationMap", "ablated", "ablation_map", "skipped"]

@@ -1,0 +1,154 @@
+"""Adjacent weight deltas across depth and their null models (chapter 2).
+
+Paper 1 reports that consecutive weight deltas oscillate (correlation ≈ −0.50).
+
+**Delta series** (:func:`adjacent_delta_correlation`). Δ_ℓ = W_{ℓ+1} − W_ℓ and
+r_ℓ = corr(vec Δ_ℓ, vec Δ_{ℓ+1}) (Pearson over elements), ℓ = 0 … L−3. For layers that are
+independent with equal variance, r = −½ exactly (the two deltas share −W_{ℓ+1}); the null
+models :func:`shuffled_layers` and :func:`iid_like` tell training apart from differencing.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..validate import AnatomyKitError, check_int
+from .predictability import GramStats, check_stack, gram_stats
+
+__all__ = ["adjacent_delta_correlation", "independent_delta_correlation", "adjacent_layer_correlation",
+           "expected_delta_correlation", "shuffled_layers", "iid_like", "iid_delta_correlation", "DeltaNulls",
+           "delta_nulls"]
+
+
+def adjacent_delta_correlation(W) -> np.ndarray:
+    """r_ℓ = corr(vec Δ_ℓ, vec Δ_{ℓ+1}) with Δ_ℓ = W_{ℓ+1} − W_ℓ; shape (L−2,) (chapter 2).
+
+    Pearson correlation over the elements; W is stacked tensors (L, ...), L ≥ 3, or their
+    :class:`GramStats` (the correlations follow from the Gram matrix exactly).
+    """
+    st = gram_stats(W)
+    L, G, s, n = st.n_layers, st.gram, st.sums, float(st.n)
+    if L < 3:
+        raise AnatomyKitError(f"W has {L} layers; adjacent deltas need at least 3")
+
+    def cov(i, j, k, m):   # centred ⟨W_j − W_i, W_m − W_k⟩
+        inner = G[j, m] - G[j, k] - G[i, m] + G[i, k]
+        return float(inner - (s[j] - s[i]) * (s[m] - s[k]) / n)
+
+    var = np.array([cov(l, l + 1, l, l + 1) for l in range(L - 1)])
+    if (var <= 0).any():
+        bad = int(np.nonzero(var <= 0)[0][0])
+        raise AnatomyKitError(f"delta {bad} (W[{bad + 1}] − W[{bad}]) is constant; its correlation is undefined")
+    return np.array([cov(l, l + 1, l + 1, l + 2) / np.sqrt(var[l] * var[l + 1]) for l in range(L - 2)])
+
+
+def independent_delta_correlation(W) -> np.ndarray:
+    """r_ℓ that *independent* layers with W's own per-layer variances would give; shape (L−2,).
+
+    r_ℓ = −v_{ℓ+1} / √((v_ℓ + v_{ℓ+1})(v_{ℓ+1} + v_{ℓ+2})), v_ℓ = Σ_e (w_ℓ[e] − mean w_ℓ)²: the
+    adjacent-delta correlation with every cross-layer covariance set to zero (chapter 2).
+    """
+    st = gram_stats(W)
+    if st.n_layers < 3:
+        raise AnatomyKitError(f"W has {st.n_layers} layers; adjacent deltas need at least 3")
+    v = (torch.diagonal(st.gram) - st.sums ** 2 / st.n).numpy()
+    return np.array([-v[l + 1] / np.sqrt((v[l] + v[l + 1]) * (v[l + 1] + v[l + 2])) for l in range(st.n_layers - 2)])
+
+
+def adjacent_layer_correlation(W, lag: int = 1) -> np.ndarray:
+    """corr(vec W_ℓ, vec W_{ℓ+lag}) for ℓ = 0 … L−1−lag (Pearson over elements)."""
+    st = gram_stats(W)
+    check_int("lag", lag, minimum=1, maximum=st.n_layers - 1)
+    G, s, n = st.gram, st.sums, float(st.n)
+    c = G - torch.outer(s, s) / n
+    d = torch.sqrt(torch.diagonal(c))
+    return np.array([float(c[l, l + lag] / (d[l] * d[l + lag])) for l in range(st.n_layers - lag)])
+
+
+def expected_delta_correlation(rho1: float, rho2: float) -> float:
+    """r for a stationary series with lag-1/lag-2 correlations ρ1, ρ2: (2ρ1 − ρ2 − 1) / (2(1 − ρ1)).
+
+    Independent layers (ρ1 = ρ2 = 0) give −½; a smooth trend (ρ1, ρ2 → 1) pushes r upwards.
+    """
+    if not -1 <= rho1 < 1:
+        raise AnatomyKitError(f"rho1={rho1!r} must lie in [-1, 1)")
+    if not -1 <= rho2 <= 1:
+        raise AnatomyKitError(f"rho2={rho2!r} must lie in [-1, 1]")
+    return (2 * rho1 - rho2 - 1) / (2 * (1 - rho1))
+
+
+def shuffled_layers(W: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """The same per-layer tensors in a random layer order (a null model that keeps each layer)."""
+    check_stack(W, "W", min_layers=2)
+    check_int("seed", seed, minimum=0)
+    g = torch.Generator().manual_seed(seed)
+    return W[torch.randperm(len(W), generator=g)]
+
+
+def iid_like(W: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Independent standard-normal tensors of W's shape (L, ...): the i.i.d. null model."""
+    check_stack(W, "W", min_layers=1)
+    check_int("seed", seed, minimum=0)
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(W.shape, generator=g, dtype=torch.float64)
+
+
+@functools.lru_cache(maxsize=16)
+def iid_delta_correlation(n_layers: int, n_elements: int, seed: int = 0) -> tuple[float, ...]:
+    """Adjacent-delta correlations (L−2 values) of ``n_layers`` i.i.d. N(0, 1) tensors of
+    ``n_elements`` each: the i.i.d. null, which depends only on (L, n). Cached per (L, n, seed)."""
+    check_int("n_layers", n_layers, minimum=3)
+    check_int("n_elements", n_elements, minimum=2)
+    g = torch.Generator().manual_seed(seed)
+    gram = torch.zeros(n_layers, n_layers, dtype=torch.float64)
+    sums = torch.zeros(n_layers, dtype=torch.float64)
+    chunk = max(1, 4_000_000 // n_layers)          # bounded memory: (L, chunk) floats at a time
+    for start in range(0, n_elements, chunk):
+        x = torch.randn(n_layers, min(chunk, n_elements - start), generator=g, dtype=torch.float32).double()
+        gram += x @ x.T
+        sums += x.sum(1)
+    return tuple(adjacent_delta_correlation(GramStats(n=n_elements, gram=gram, sums=sums)).tolist())
+
+
+@dataclass
+class DeltaNulls:
+    """Adjacent-delta correlation of the real stack and of its two null models (chapter 2).
+
+    ``observed`` (L−2,): r_ℓ of the weights in their real order. ``shuffled`` (n_shuffles,):
+    mean r over depth after a random reordering of the layers (each layer kept intact).
+    ``iid`` (L−2,): r_ℓ of i.i.d. standard-normal tensors of the same shape (expected −½).
+    """
+
+    observed: np.ndarray
+    shuffled: np.ndarray
+    iid: np.ndarray
+
+    @property
+    def observed_mean(self) -> float:
+        return float(self.observed.mean())
+
+    @property
+    def shuffled_interval(self) -> tuple[float, float]:
+        """The central 95 % of the shuffled means."""
+        lo, hi = np.percentile(self.shuffled, [2.5, 97.5])
+        return float(lo), float(hi)
+
+    @property
+    def inside_shuffled(self) -> bool:
+        lo, hi = self.shuffled_interval
+        return lo <= self.observed_mean <= hi
+
+
+def delta_nulls(W, *, n_shuffles: int = 200, seed: int = 0) -> DeltaNulls:
+    """:func:`adjacent_delta_correlation` of W (L, ...) or its :class:`GramStats`, with nulls."""
+    check_int("n_shuffles", n_shuffles, minimum=1)
+    st = gram_stats(W)
+    g = torch.Generator().manual_seed(seed)
+    shuffled = [adjacent_delta_correlation(st.permuted(torch.randperm(st.n_layers, generator=g))).mean()
+                for _ in range(n_shuffles)]
+    return DeltaNulls(observed=adjacent_delta_correlation(st), shuffled=np.array(shuffled),
+                      iid=np.array(iid_delta_correlation(st.n_layers, st.n, seed)))

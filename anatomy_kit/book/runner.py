@@ -1,0 +1,199 @@
+"""Execute the chapters with papermill and build the book.
+
+``notebooks/chapters.yaml`` lists the chapters in book order. For each, :func:`execute_chapter`
+converts the jupytext MyST source to a notebook, refuses parameters the chapter does not
+declare (papermill would inject them silently), executes it with papermill (a per-cell timeout),
+writes the executed notebook to ``<build>/notebooks/`` and to the book's ``chapters/`` folder,
+and returns its wall time. A failure names the chapter and the cell. :func:`reproduce` runs
+them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from ..validate import AnatomyKitError, check_choice
+
+#: The source checkout this module was imported from (``None`` for an installed wheel).
+_SOURCE = Path(__file__).resolve().parents[2]
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The repository holding ``notebooks/chapters.yaml``: ``$ANATOMY_KIT_ROOT``, the current folder or
+    one above it, or the checkout the kit was imported from. The chapters are not part of the wheel."""
+    env = os.environ.get("ANATOMY_KIT_ROOT")
+    candidates = [Path(env)] if env else []
+    here = (start or Path.cwd()).resolve()
+    candidates += [here, *here.parents, _SOURCE]
+    for c in candidates:
+        if (c / "notebooks" / "chapters.yaml").is_file():
+            return c
+    raise AnatomyKitError("no notebooks/chapters.yaml here or above, nor beside the installed kit: run this from "
+                          "a checkout of the Transformer Anatomy repository or set ANATOMY_KIT_ROOT")
+
+
+@contextmanager
+def patched_environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the block (kernels started inside inherit them), then restore them."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class ChapterFailed(RuntimeError):
+    """A chapter raised, timed out or exceeded its hard limit; the message names it and the cell."""
+
+
+def chapter_manifest(root: Path | None = None) -> list[dict[str, Any]]:
+    """Chapters in book order: ``id``, ``file`` (under notebooks/), ``title``, ``budget_s``, ``timeout_s``."""
+    path = (root or project_root()) / "notebooks" / "chapters.yaml"
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+        chapters = doc["chapters"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+        raise AnatomyKitError(f"{path} does not list the chapters ({err.__class__.__name__}: {err})") from None
+    for c in chapters:
+        missing = sorted({"id", "file", "title", "budget_s", "timeout_s"} - set(c))
+        if missing:
+            raise AnatomyKitError(f"{path}: chapter entry {c!r} lacks {missing}")
+    return chapters
+
+
+def to_notebook(md_path: Path):
+    """Read a jupytext MyST chapter as an nbformat notebook ready for papermill."""
+    import jupytext
+
+    nb = jupytext.read(md_path)
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def declared_parameters(nb) -> dict[str, Any]:
+    """Names and default source values of the cell tagged ``parameters``."""
+    import ast
+
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise AnatomyKitError(f"a chapter needs exactly one cell tagged 'parameters', found {len(cells)}")
+    names = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = ast.literal_eval(node.value)
+    return names
+
+
+def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir: Path,
+                    book_dir: Path | None = None, params: dict[str, Any] | None = None,
+                    root: Path | None = None) -> float:
+    """Execute one chapter; return its wall time in seconds or raise :class:`ChapterFailed`."""
+    import nbformat
+    import papermill as pm
+
+    root = root or project_root()
+    src = root / "notebooks" / entry["file"]
+    nb = to_notebook(src)
+    declared = declared_parameters(nb)
+    params = {"scale": scale, "device": device, "build_dir": str(build_dir), **(params or {})}
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise AnatomyKitError(f"chapter {entry['id']} does not declare parameter(s) {unknown}; "
+                              f"it accepts {sorted(declared)}")
+    (build_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    source_nb = build_dir / "notebooks" / f"{entry['id']}.source.ipynb"
+    out_nb = build_dir / "notebooks" / f"{entry['id']}.ipynb"
+    nbformat.write(nb, source_nb)
+    timeout = int(entry["timeout_s"] if scale == "smoke" else entry.get("timeout_full_s", 24 * 3600))
+    print(f"[{entry['id']}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
+    start = time.time()
+    try:
+        # progress bars are for interactive use; the kernel inherits these variables
+        with patched_environ(TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1"):
+            pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
+                                cwd=str(root / "notebooks"), execution_timeout=timeout, progress_bar=False,
+                                log_output=False)
+    except pm.PapermillExecutionError as err:
+        raise ChapterFailed(f"chapter {entry['id']} ({entry['file']}) failed in cell {err.cell_index} "
+                            f"(execution count {err.exec_count}): {err.ename}: {err.evalue}; "
+                            f"executed notebook kept at {out_nb}") from None
+    except Exception as err:  # timeouts and kernel deaths
+        raise ChapterFailed(f"chapter {entry['id']} ({entry['file']}) did not finish: "
+                            f"{err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    finally:
+        source_nb.unlink(missing_ok=True)
+    seconds = time.time() - start
+    executed = nbformat.read(out_nb, as_version=4)
+    for cell in executed.cells:   # papermill's injected cell holds machine paths: keep it out of the book
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(executed, out_nb)
+    status = "within" if seconds <= entry["budget_s"] else "OVER"
+    print(f"[{entry['id']}] done in {seconds:.0f} s ({status} its {entry['budget_s']} s budget)", flush=True)
+    if book_dir is not None:
+        (book_dir / "chapters").mkdir(parents=True, exist_ok=True)
+        shutil.copy(out_nb, book_dir / "chapters" / f"{entry['id']}.ipynb")
+    return seconds
+
+
+def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path | None = None,
+              book_dir: Path | None | bool = True, chapters: list[str] | None = None,
+              params: dict[str, Any] | None = None, root: Path | None = None) -> dict:
+    """Execute chapters (all, or those named) in order and write the report.
+
+    ``build_dir`` defaults to ``<root>/build``; ``book_dir=True`` means ``<root>/book`` (executed
+    chapters and the report are copied there), ``None`` copies nothing.
+    """
+    from .report import build_report
+
+    check_choice("scale", scale, ("smoke", "full"))
+    root = root or project_root()
+    build_dir = Path(build_dir) if build_dir is not None else root / "build"
+    book_dir = root / "book" if book_dir is True else book_dir
+    manifest = chapter_manifest(root)
+    ids = [c["id"] for c in manifest]
+    for c in chapters or []:
+        check_choice("chapter", c, ids)
+    build_dir = Path(build_dir).resolve()
+    timings = {}
+    for entry in manifest:
+        if chapters and entry["id"] not in chapters:
+            continue
+        timings[entry["id"]] = round(execute_chapter(entry, scale=scale, device=device, build_dir=build_dir,
+                                                     book_dir=book_dir, params=params, root=root), 1)
+    report = build_report(build_dir, timings)
+    if book_dir is not None:
+        shutil.copy(build_dir / "report.md", Path(book_dir) / "chapters" / "report.md")
+    total = sum(timings.values())
+    print("chapter times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + f"; total {total:.0f} s")
+    print(f"report: {build_dir / 'report.json'}")
+    return report
+
+
+def build_book(book_dir: Path | None = None) -> Path:
+    """Build the HTML book (Jupyter Book 1.x, warnings as errors); return ``index.html``."""
+    book_dir = book_dir or project_root() / "book"
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(book_dir), "--all", "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, text=True)
+    if proc.returncode:
+        raise ChapterFailed(f"the book build failed (exit {proc.returncode}): {' '.join(cmd)}")
+    index = Path(book_dir) / "_build" / "html" / "index.html"
+    print(f"book: {index}")
+    return index

@@ -1,0 +1,80 @@
+"""Corpora through Hugging Face ``datasets``, each checked against ``data_manifest/corpora.yaml``.
+
+Named corpora:
+
+- ``python-docs`` (offline default): the topic help texts of the Python documentation that
+  CPython ships in ``pydoc_data/topics.py`` (real English technical prose with code
+  snippets, PSF licence), one document per topic;
+- hub corpora for full scale (``fineweb-edu``, ``openwebtext``, ``wikitext-103``), streamed
+  by hub id when the internet (or a populated Hugging Face cache) is reachable.
+
+Introduced in chapter 1 (*The ablation map*).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import warnings
+
+from ..manifest import corpus_entries
+from ..validate import AnatomyKitError, check_choice
+
+__all__ = ["python_docs_text", "corpus_sha256", "load_corpus"]
+
+
+def python_docs_text() -> tuple[list[str], list[str]]:
+    """(ids, texts) of the Python documentation topics shipped with CPython, in sorted order."""
+    from pydoc_data.topics import topics
+
+    ids = sorted(topics)
+    return ids, [topics[k] for k in ids]
+
+
+def corpus_sha256(texts: list[str]) -> str:
+    """sha256 of the documents joined by blank lines (UTF-8): the manifest's checksum."""
+    h = hashlib.sha256()
+    for i, t in enumerate(texts):
+        h.update((("\n\n" if i else "") + t).encode("utf-8"))
+    return h.hexdigest()
+
+
+def load_corpus(name: str = "python-docs", *, max_documents: int | None = None):
+    """Load a named corpus as a ``datasets.Dataset`` with columns ``id`` and ``text``.
+
+    ``python-docs`` is verified against the sha256 recorded for the Python version named in
+    the manifest (another Python version ships other text: a warning, not an error).
+    Hub corpora stream ``max_documents`` documents (default from the manifest).
+    """
+    import datasets
+
+    entries = corpus_entries()
+    check_choice("corpus", name, entries)
+    entry = entries[name]
+    if entry["kind"] == "stdlib":
+        ids, texts = python_docs_text()
+        digest = corpus_sha256(texts)
+        if platform.python_version() == entry["python_version"]:
+            if digest != entry["sha256"]:
+                raise AnatomyKitError(
+                    f"corpus {name!r} text has sha256 {digest}, manifest records {entry['sha256']} "
+                    f"for Python {entry['python_version']}")
+        else:
+            warnings.warn(f"corpus {name!r}: Python {platform.python_version()} ships other text than "
+                          f"Python {entry['python_version']} (sha256 {digest})", stacklevel=2)
+        if max_documents is not None:
+            ids, texts = ids[:max_documents], texts[:max_documents]
+        return datasets.Dataset.from_dict({"id": ids, "text": texts})
+    # Hub corpus: stream by id, keep the first documents (deterministic order of the hub split).
+    n = max_documents or entry["default_documents"]
+    try:
+        stream = datasets.load_dataset(entry["hub_id"], entry.get("config"), split=entry["split"], streaming=True)
+        rows = [r for _, r in zip(range(n), stream)]
+    except Exception as err:  # network, auth, or missing cache
+        raise AnatomyKitError(
+            f"corpus {name!r} ({entry['hub_id']}) could not be loaded: {err.__class__.__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}; offline, use corpus='python-docs'") from err
+    key = entry.get("text_field", "text")
+    texts = [r[key] for r in rows if r[key].strip()]
+    ids = [str(r.get("id", i)) for i, r in enumerate(rows) if r[key].strip()]
+    return datasets.Dataset.from_dict({"id": ids, "text": texts})

@@ -1,0 +1,169 @@
+"""Perplexity, and the prefix-cached forward that layer sweeps are built on.
+
+A sweep that changes layer ℓ only needs to recompute layers ℓ … L−1: the residual stream
+*entering* layer ℓ is the same as in the unchanged model. :func:`capture_prefix` runs the
+model once and keeps, for every layer, its input hidden state and the keyword arguments
+(attention mask, rotary position embeddings, …) that the backbone passed to it;
+:func:`nll_from_layer` (per batch: :func:`batch_nll_from_layer`) replays layers ``start … L−1`` from that cache, applies the final
+norm and the LM head, and returns the summed token NLL.
+
+Introduced in chapter 1 (*The ablation map*).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .layers import decoder_layers, final_norm, hidden_of
+from ..validate import AnatomyKitError, check_finite, check_int
+
+
+@dataclass
+class Batch:
+    """One batch: ``input_ids`` and ``attention_mask`` (B, T); ``labels`` (B, T), −100 = ignored."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    labels: torch.Tensor
+
+    @property
+    def n_targets(self) -> int:
+        """Tokens that carry a loss (the label is shifted by one inside the loss)."""
+        return int((self.labels[:, 1:] != -100).sum())
+
+
+def make_batches(blocks: torch.Tensor, batch_size: int, device: torch.device | str = "cpu",
+                 attention_mask: torch.Tensor | None = None) -> list[Batch]:
+    """Split token blocks (N, T) into batches; padding (mask 0) is excluded from the loss."""
+    if not isinstance(blocks, torch.Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
+        raise AnatomyKitError(f"blocks must be an int64 tensor of shape (N, T), got {getattr(blocks, 'shape', blocks)!r}")
+    check_int("batch_size", batch_size, minimum=1)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(blocks)
+    out = []
+    for i in range(0, len(blocks), batch_size):
+        ids, mask = blocks[i:i + batch_size], attention_mask[i:i + batch_size]
+        labels = ids.masked_fill(mask == 0, -100)
+        out.append(Batch(ids.to(device), mask.to(device), labels.to(device)))
+    return out
+
+
+def head_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+    """Summed next-token NLL from *final-normed* hidden states (B, T, d) and labels (B, T).
+
+    Logits are computed only at positions that have a target, ``chunk`` rows at a time
+    (a (chunk, vocab) block stays in cache; the full (tokens, vocab) matrix never exists),
+    in float32.
+    """
+    target = labels[:, 1:]
+    keep = target != -100
+    h = hidden[:, :-1][keep]                       # (n_targets, d)
+    y = target[keep]                               # (n_targets,)
+    head = model.get_output_embeddings()
+    cap = getattr(model.config, "final_logit_softcapping", None)   # Gemma 2/3 squash their logits
+    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    for i in range(0, len(y), chunk):
+        logits = head(h[i:i + chunk]).float()      # (chunk, vocab)
+        if cap:
+            logits = cap * torch.tanh(logits / cap)
+        check_finite("logits", logits)
+        total += nn.functional.cross_entropy(logits, y[i:i + chunk], reduction="sum")
+    return total
+
+
+def nll_full(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Summed NLL of one batch through the whole model (the naive path).
+
+    Runs in the caller's gradient mode: :func:`perplexity` wraps it in ``no_grad``, fine-tuning
+    (chapter 2's recovery speed) back-propagates through it.
+    """
+    out = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+    return head_nll(model, out.last_hidden_state, batch.labels)
+
+
+@torch.no_grad()
+def perplexity(model: nn.Module, batches: list[Batch]) -> float:
+    """exp(mean token NLL) over batches, running every layer (no cache)."""
+    total, count = 0.0, 0
+    for b in batches:
+        total += float(nll_full(model, b))
+        count += b.n_targets
+    return math.exp(total / count)
+
+
+@dataclass
+class LayerCall:
+    """What the backbone passed to one decoder layer: hidden state (B, T, d), other args, kwargs."""
+
+    hidden: torch.Tensor
+    args: tuple
+    kwargs: dict
+
+
+@dataclass
+class PrefixCache:
+    """Per batch, the call of every decoder layer in the unchanged model."""
+
+    batches: list[Batch]
+    calls: list[list[LayerCall]] = field(default_factory=list)   # [batch][layer]
+    baseline_nll: float = 0.0
+    n_targets: int = 0
+
+    @property
+    def baseline_ppl(self) -> float:
+        return math.exp(self.baseline_nll / self.n_targets)
+
+
+@torch.no_grad()
+def capture_prefix(model: nn.Module, batches: list[Batch]) -> PrefixCache:
+    """Run the unchanged model once per batch, recording every decoder layer's input."""
+    layers = decoder_layers(model)
+    cache = PrefixCache(batches=batches)
+    for batch in batches:
+        calls: list[LayerCall | None] = [None] * len(layers)
+
+        def grab(i, module, args, kwargs):
+            if args:
+                hidden, rest = args[0], tuple(args[1:])
+            else:
+                kwargs = dict(kwargs)
+                hidden, rest = kwargs.pop("hidden_states"), ()
+            calls[i] = LayerCall(hidden=hidden, args=rest, kwargs=dict(kwargs))
+
+        handles = [layer.register_forward_pre_hook((lambda i: lambda m, a, k: grab(i, m, a, k))(i), with_kwargs=True)
+                   for i, layer in enumerate(layers)]
+        try:
+            cache.baseline_nll += float(nll_full(model, batch))
+        finally:
+            for h in handles:
+                h.remove()
+        cache.calls.append(calls)  # type: ignore[arg-type]
+        cache.n_targets += batch.n_targets
+    return cache
+
+
+def batch_nll_from_layer(model: nn.Module, cache: PrefixCache, index: int, start: int) -> torch.Tensor:
+    """Summed NLL of cached batch ``index`` when layers ``start … L−1`` are recomputed.
+
+    Whatever the model's layers now hold (ablated weights, hooks) is used for those layers;
+    layers before ``start`` are taken from the cache, i.e. from the unchanged model. Runs in the
+    caller's gradient mode (fine-tuning a layer back-propagates through it).
+    """
+    layers = decoder_layers(model)
+    if not 0 <= start < len(layers):
+        raise AnatomyKitError(f"start={start} is out of range; this model has layers 0..{len(layers) - 1}")
+    calls = cache.calls[index]
+    hidden = calls[start].hidden
+    for i in range(start, len(layers)):
+        hidden = hidden_of(layers[i](hidden, *calls[i].args, **calls[i].kwargs))
+    return head_nll(model, final_norm(model)(hidden), cache.batches[index].labels)
+
+
+@torch.no_grad()
+def nll_from_layer(model: nn.Module, cache: PrefixCache, start: int) -> float:
+    """Summed NLL over all cached batches when layers ``start … L−1`` are recomputed (no gradients)."""
+    return sum(float(batch_nll_from_layer(model, cache, i, start)) for i in range(len(cache.batches)))

@@ -1,0 +1,159 @@
+"""Checkpoints without pickle: tensors in safetensors, everything else in JSON (chapter 5).
+
+A checkpoint folder holds ``checkpoint.json`` (the step, data position, curves, optimiser and
+scheduler settings, NumPy/Python RNG states, the run's identity, and the name and sha256 of the
+tensor file) and ``state-<step>.safetensors`` (model parameters, optimiser moments, torch RNG
+states). The tensor file is written first under a new name, then the JSON is replaced
+atomically, then older tensor files are deleted: a crash at any point leaves a consistent
+checkpoint (the previous one or the new one). Loading reads only tensors and JSON, never
+executes code from the file, and checks the tensor file's checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..jsonio import read_json, require_fields, write_json
+from ..validate import AnatomyKitError
+
+__all__ = ["CHECKPOINT_NAME", "save_checkpoint", "load_checkpoint", "has_checkpoint", "rng_state", "set_rng_state",
+           "state_digest", "model_tensors"]
+
+CHECKPOINT_NAME = "checkpoint.json"
+_FIELDS = ("identity", "tensor_file", "tensor_sha256", "step", "data_position", "loss_curve", "eval_curve",
+           "optimizer", "scheduler", "rng")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def state_digest(model: torch.nn.Module) -> str:
+    """sha256 over every parameter's name, shape, dtype and bytes: identifies a starting point."""
+    h = hashlib.sha256()
+    for name, p in model.state_dict().items():
+        t = p.detach().cpu().contiguous()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def rng_state() -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, JSON) of the torch, CUDA, NumPy and Python random states."""
+    tensors = {"rng.torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = s
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_py = random.getstate()
+    return tensors, {"numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(gauss)],
+                     "python": [version, list(internal), gauss_py]}
+
+
+def set_rng_state(tensors: dict[str, torch.Tensor], state: dict) -> None:
+    """Restore what :func:`rng_state` captured."""
+    torch.set_rng_state(tensors["rng.torch"])
+    cuda = sorted(k for k in tensors if k.startswith("rng.cuda."))
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([tensors[k] for k in cuda])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_py = state["python"]
+    random.setstate((version, tuple(internal), gauss_py))
+
+
+def _split_optimizer(opt_state: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    tensors, scalars = {}, {}
+    for idx, entry in opt_state["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim.{idx}.{key}"] = value
+            else:
+                scalars[f"{idx}.{key}"] = value
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt_state["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def _join_optimizer(tensors: dict[str, torch.Tensor], doc: dict) -> dict:
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+    for key, value in doc["scalars"].items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in doc["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+def save_checkpoint(folder: str | os.PathLike, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    scheduler: Any, identity: dict, step: int, data_position: int,
+                    loss_curve: list, eval_curve: list) -> Path:
+    """Write a checkpoint into ``folder`` (see the module docstring); return the JSON path."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    opt_tensors, opt_doc = _split_optimizer(optimizer.state_dict())
+    rng_tensors, rng_doc = rng_state()
+    tensors, seen = {}, set()
+    for k, v in model.state_dict().items():      # tied weights appear twice: store independent copies
+        v = v.detach().cpu().contiguous()
+        tensors[f"model.{k}"] = v.clone() if v.data_ptr() in seen else v
+        seen.add(v.data_ptr())
+    tensors.update({k: v.detach().cpu().contiguous() for k, v in {**opt_tensors, **rng_tensors}.items()})
+    name = f"state-{step:08d}-{os.getpid()}.safetensors"
+    save_file(tensors, str(folder / name))
+    doc = {"identity": identity, "tensor_file": name, "tensor_sha256": _sha256(folder / name), "step": int(step),
+           "data_position": int(data_position), "loss_curve": loss_curve, "eval_curve": eval_curve,
+           "optimizer": opt_doc, "scheduler": scheduler.state_dict(), "rng": rng_doc}
+    path = write_json(folder / CHECKPOINT_NAME, doc, indent=None)
+    for old in folder.glob("state-*.safetensors"):
+        if old.name != name:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def has_checkpoint(folder: str | os.PathLike | None) -> bool:
+    """Whether ``folder`` holds a checkpoint written by :func:`save_checkpoint`."""
+    return folder is not None and (Path(folder) / CHECKPOINT_NAME).exists()
+
+
+def load_checkpoint(folder: str | os.PathLike) -> tuple[dict, dict]:
+    """(JSON document, tensors) of the checkpoint in ``folder``; the tensor file's checksum is checked.
+
+    Model tensors are under ``"model.<name>"`` (:func:`model_tensors`); ``doc["optimizer_state"]`` is the
+    optimiser's ``state_dict`` rebuilt (on the CPU; ``load_state_dict`` moves it to the parameters).
+    """
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    path = folder / CHECKPOINT_NAME
+    doc = require_fields(read_json(path, what="training checkpoint"), _FIELDS, path=path, what="training checkpoint")
+    tensor_path = folder / doc["tensor_file"]
+    if not tensor_path.exists() or _sha256(tensor_path) != doc["tensor_sha256"]:
+        raise AnatomyKitError(f"checkpoint {path} names {doc['tensor_file']}, which is missing or does not match its "
+                              "sha256; delete the folder to start over")
+    tensors = load_file(str(tensor_path), device="cpu")
+    opt_tensors = {k: v for k, v in tensors.items() if k.startswith("optim.")}   # load_state_dict places them
+    doc["optimizer_state"] = _join_optimizer(opt_tensors, doc["optimizer"])
+    doc["loss_curve"] = [tuple(x) for x in doc["loss_curve"]]
+    doc["eval_curve"] = [tuple(x) for x in doc["eval_curve"]]
+    return doc, tensors
+
+
+def model_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's ``state_dict`` inside a checkpoint's tensors."""
+    return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}

@@ -1,0 +1,98 @@
+"""Independent training runs side by side in worker processes (chapters 3, 5 and 6)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..validate import AnatomyKitError, check_int
+from .model import LMConfig, build_lm
+from .train import TrainConfig, TrainResult, train
+
+__all__ = ["train_many", "as_job"]
+
+
+def _train_worker(args: tuple) -> TrainResult:
+    build, train_blocks, eval_blocks, config, threads, trainable = args
+    torch.set_num_threads(threads)
+    result = train(build(), train_blocks, eval_blocks, config, trainable=trainable)
+    result.model = None  # results travel back between processes; the weights stay in the checkpoint
+    return result
+
+
+def as_job(job: tuple) -> tuple[Callable[[], nn.Module], TrainConfig, Any]:
+    """``(builder, config[, trainable])``; an :class:`LMConfig` as builder means ``build_lm(cfg, config.seed)``."""
+    if not isinstance(job, tuple) or len(job) not in (2, 3) or not isinstance(job[1], TrainConfig):
+        raise AnatomyKitError(f"a job is (builder or LMConfig, TrainConfig[, trainable]); got {job!r:.120}")
+    build, config = job[0], job[1]
+    trainable = job[2] if len(job) == 3 else None
+    if isinstance(build, LMConfig):
+        build = functools.partial(build_lm, build, config.seed)
+    if not callable(build):
+        raise AnatomyKitError(f"the first element of a job must build the model (a callable or an LMConfig), "
+                              f"got {type(build).__name__}")
+    return build, config, trainable
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch.Tensor,
+               *, processes: int | None = None, threads_per_process: int = 1,
+               verbose: bool = True) -> list[TrainResult]:
+    """Run independent :func:`~anatomy_kit.lm.train.train` calls side by side in worker processes (chapter 5).
+
+    Each job is ``(builder, TrainConfig[, trainable])`` (see :func:`as_job`): the builder makes the
+    model inside the worker (an :class:`LMConfig` stands for a seeded fresh :class:`PerLayerWidthLM`),
+    so only configurations travel between processes and builders must be picklable
+    (module-level functions or ``functools.partial`` of them).
+
+    Small models use CPU cores better as several one-thread runs than as one run with several
+    threads (each step is too short to amortise the threads' synchronisation). Every worker
+    sets ``torch.set_num_threads(threads_per_process)``; results come back in job order with
+    ``model=None`` (use ``checkpoint_dir`` to keep the weights). ``processes=1`` runs in this
+    process, handy for debugging. ``verbose`` prints a line as each run finishes. A run's numbers depend only on
+    its configuration and the thread count, not on which process ran it.
+    """
+    if not jobs:
+        return []
+    jobs = [as_job(j) for j in jobs]
+    processes = check_int("processes", processes if processes is not None else _cpu_count(), minimum=1)
+    threads = check_int("threads_per_process", threads_per_process, minimum=1)
+    if processes == 1:
+        before = torch.get_num_threads()
+        try:
+            out = []
+            for b, c, t in jobs:
+                out.append(_train_worker((b, train_blocks, eval_blocks, c, threads, t)))
+                if verbose:
+                    r = out[-1]
+                    print(f"[{len(out)}/{len(jobs)}] {c.desc}: eval loss {r.final_eval_loss:.4f}, "
+                          f"{r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)
+            return out
+        finally:
+            torch.set_num_threads(before)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # "spawn": a fresh interpreter per worker; forking a process whose OpenMP threads have run can hang.
+    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_worker, (b, train_blocks, eval_blocks, c, threads, t)): i
+                   for i, (b, c, t) in enumerate(jobs)}
+        results: list[TrainResult | None] = [None] * len(jobs)
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            if verbose:
+                r = results[i]
+                print(f"[{sum(x is not None for x in results)}/{len(jobs)}] {jobs[i][1].desc}: "
+                      f"eval loss {r.final_eval_loss:.4f}, {r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)
+        return results  # type: ignore[return-value]
