@@ -312,3 +312,37 @@ def test_paired_deltas_pairs_by_seed():
         paired_deltas(results, baseline="tlm")
     with pytest.raises(AnatomyKitError, match=r"schedule 'x' shares no seed with baseline 'uniform'"):
         paired_deltas({"uniform": {0: 1.0}, "x": {5: 1.0}})
+
+
+def test_seeded_models_share_every_tensor_whose_name_and_shape_agree():
+    a = build_lm(tiny((48, 96, 32)), 7).state_dict()
+    b = build_lm(tiny((48, 64, 32)), 7).state_dict()   # layer 1's FFN differs
+    c = build_lm(tiny((48, 96, 32)), 8).state_dict()
+    same = {k for k in a if a[k].shape == b[k].shape and torch.equal(a[k], b[k])}
+    assert same == {k for k in a if not k.startswith("layers.1.mlp.")}
+    assert not torch.equal(a["embed.weight"], c["embed.weight"])
+    std = float(a["layers.0.attn.qkv.weight"].std())
+    assert abs(std - tiny().std) < 0.1 * tiny().std                        # the stated initial scale
+    assert abs(float(a["layers.0.attn.o.weight"].std()) * math.sqrt(6) - tiny().std) < 0.15 * tiny().std
+
+
+def test_the_prefix_cached_ablation_map_runs_on_our_model():
+    from anatomy_kit import anatomy
+    from anatomy_kit.hf.evaluation import make_batches
+
+    model = build_lm(tiny((48, 96, 32, 48)), 0).eval()
+    batches = make_batches(torch.randint(0, VOCAB, (4, 12), generator=torch.Generator().manual_seed(2)), 2)
+    cached = anatomy.ablation_map(model, batches, strategy="skip", progress=False)
+    naive = anatomy.ablation_map(model, batches, strategy="skip", prefix_cache=False, progress=False)
+    np.testing.assert_allclose(cached.ppl, naive.ppl, rtol=1e-5)
+    nll, count = 0.0, 0
+    with torch.no_grad():   # skipping layer 2 by hand
+        for b in batches:
+            x = model.embed(b.input_ids)
+            for i, blk in enumerate(model.layers):
+                x = x if i == 2 else blk(x)
+            logits = torch.nn.functional.linear(model.norm(x), model.embed.weight)
+            nll += float(torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
+                                                           b.input_ids[:, 1:].reshape(-1), reduction="sum"))
+            count += b.input_ids[:, 1:].numel()
+    assert cached.ppl[2] == pytest.approx(math.exp(nll / count), rel=1e-5)

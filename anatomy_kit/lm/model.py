@@ -16,6 +16,7 @@ projections scaled by ``1/sqrt(2L)``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -177,22 +178,39 @@ class PerLayerWidthLM(nn.Module):
     helpers (:mod:`anatomy_kit.hf.layers`) look for.
     """
 
-    def __init__(self, config: LMConfig):
+    def __init__(self, config: LMConfig, seed: int | None = None):
         super().__init__()
         self.config = config.validate()
         rope = RotaryEmbedding(config.d_model // config.n_heads, config.max_seq_len, config.rope_base)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.layers = nn.ModuleList(Block(config, int(w), rope) for w in config.ffn_widths)
         self.norm = nn.RMSNorm(config.d_model, eps=config.norm_eps)
-        self.apply(self._init)
-        # GPT-2 style: residual-writing projections scaled down with depth.
-        for blk in self.layers:
-            nn.init.normal_(blk.attn.o.weight, std=config.std / math.sqrt(2 * config.n_layers))
-            nn.init.normal_(blk.mlp.down.weight, std=config.std / math.sqrt(2 * config.n_layers))
+        self._initialise(seed)
 
-    def _init(self, module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=self.config.std)
+    def _initialise(self, seed: int | None) -> None:
+        """Normal(0, std) for every matrix; residual-writing projections (``attn.o``, ``mlp.down``) get
+        std/√(2L), GPT-2 style. With ``seed`` every weight draws from its own generator seeded by
+        ``(seed, parameter name)``, so two models that differ in one layer's FFN width share every other
+        tensor exactly (paired comparisons, chapter 5); without it the global RNG is used in module order."""
+        residual = ("attn.o.weight", "mlp.down.weight")
+        for name, p in self.named_parameters():
+            if p.ndim < 2:
+                continue
+            std = self.config.std / (math.sqrt(2 * self.config.n_layers) if name.endswith(residual) else 1.0)
+            gen = None
+            if seed is not None:
+                digest = hashlib.sha256(f"{int(seed)}:{name}".encode()).digest()
+                gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+            with torch.no_grad():
+                nn.init.normal_(p, std=std, generator=gen)
+
+    def get_decoder(self) -> "_Decoder":
+        """Hugging Face-style access (used by :mod:`anatomy_kit.hf.evaluation`): embedding, layers, final norm."""
+        return _Decoder(self)
+
+    def get_output_embeddings(self) -> nn.Module:
+        """Hugging Face-style access: the LM head, tied to the embedding (hidden (…, d) → logits (…, V))."""
+        return _TiedHead(self.embed)
 
     def param_count(self) -> int:
         """Number of parameters (tied embedding counted once); equals :func:`param_count`."""
@@ -214,11 +232,35 @@ class PerLayerWidthLM(nn.Module):
         return logits, loss
 
 
-def build_lm(config: LMConfig, seed: int = 0) -> PerLayerWidthLM:
-    """A freshly initialised :class:`PerLayerWidthLM` from ``torch.manual_seed(seed)`` (chapter 5).
+class _TiedHead(nn.Module):
+    def __init__(self, embed: nn.Embedding):
+        super().__init__()
+        self.weight = embed.weight
 
-    The model is built under a forked global RNG, so the caller's random state is left as it was.
+    def forward(self, h: torch.Tensor) -> torch.Tensor:      # (…, d) -> (…, V)
+        return F.linear(h, self.weight)
+
+
+class _Decoder:
+    """The model without its head, called like a Hugging Face decoder (``input_ids=``, ``attention_mask=``)."""
+
+    def __init__(self, model: "PerLayerWidthLM"):
+        self.model = model
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **_: object):
+        from types import SimpleNamespace
+
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise AnatomyKitError("PerLayerWidthLM takes no attention mask; give unpadded token blocks")
+        x = self.model.embed(input_ids)
+        for blk in self.model.layers:
+            x = blk(x)
+        return SimpleNamespace(last_hidden_state=self.model.norm(x))
+
+
+def build_lm(config: LMConfig, seed: int = 0) -> PerLayerWidthLM:
+    """A freshly initialised :class:`PerLayerWidthLM`, every weight seeded by ``(seed, its name)`` (chapter 5).
+
+    The caller's global random state is not touched.
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return PerLayerWidthLM(config)
+    return PerLayerWidthLM(config, seed=seed)
