@@ -53,14 +53,14 @@ def test_store_is_keyed_by_the_run_and_survives_reopening(tmp_path):
 
 def test_claims_must_name_a_reference_and_a_verdict():
     with pytest.raises(AnatomyKitError, match="claim id='p9.nothing' is not accepted"):
-        chapter.Claim("p9.nothing", 1, "reproduced", "")
+        chapter.LegacyClaim("p9.nothing", 1, "reproduced", "")
     with pytest.raises(AnatomyKitError, match="verdict='yes' is not accepted"):
-        chapter.Claim("p1.baseline_ppl", 1, "yes", "")
+        chapter.LegacyClaim("p1.baseline_ppl", 1, "yes", "")
 
 
 def test_metrics_and_report(tmp_path):
     run = resolve(build_dir=tmp_path)
-    run.save_metrics({"baseline_ppl": 24.3}, [chapter.Claim("p1.baseline_ppl", 24.3, "not comparable", "other text")])
+    run.save_metrics({"baseline_ppl": 24.3}, [chapter.LegacyClaim("p1.baseline_ppl", 24.3, "not comparable", "other text")])
     report = build_report(tmp_path, {"chX": 12.0})
     doc = report["chapters"][0]
     assert doc["metrics"]["baseline_ppl"] == 24.3 and doc["wall_seconds"] == 12.0

@@ -2,13 +2,15 @@
 
 - :mod:`.run` – resolve a chapter's papermill parameters into a :class:`~.run.Run`; save its metrics;
 - :mod:`.store` – a resumable JSON store of finished results;
-- :mod:`.claims` – claims about the papers, decided by declared, tested rules;
+- :mod:`.claims` – claims about the papers, decided by the declared, tested rules of :mod:`.rules`
+  (:mod:`.decision` holds the verdicts and what rules share);
 - :mod:`.report` – every chapter's numbers beside the papers' (``report.json``, ``report.md``);
 - :mod:`.runner` – execute the chapters with papermill and build the HTML book;
 - :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``).
 """
 
-from .run import DEVICES, SCALES, Claim, Run, resolve_run
+from .claims import VERDICTS, Claim, claims_table
+from .run import DEVICES, SCALES, Run, resolve_run
 from .store import Store
 
-__all__ = ["DEVICES", "SCALES", "Claim", "Run", "resolve_run", "Store"]
+__all__ = ["DEVICES", "SCALES", "VERDICTS", "Claim", "claims_table", "Run", "resolve_run", "Store"]

@@ -56,7 +56,9 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
 def report_markdown(report: dict) -> str:
     """The report as a MyST page: one table of claims per chapter."""
     lines = ["# Reproduction report", "",
-             "Each row puts a number this build computed beside the paper's value, with our verdict. "
+             "Each row puts a number this build computed beside the paper's value, with our verdict, the "
+             "interval or null model it rests on, and the rule that decided it (tested code in "
+             "`anatomy_kit.book.rules`; the rule text is generated from the rule itself). "
              "Paper values come from `data_manifest/references.yaml` (source and certainty in the last "
              "column); they are never used as outputs. Smoke-scale numbers come from a small, real run "
              "on the embedded 4-bit instruct model and CPU; see each chapter for what that scale can show.", ""]
@@ -66,11 +68,14 @@ def report_markdown(report: dict) -> str:
         lines += [f"## {doc['chapter']}", "",
                   f"Scale `{run['scale']}`, model `{run['model']}`, corpus `{run['corpus']}`, "
                   f"seed {run['seed']}; {secs:.0f} s.", "",
-                  "| claim | paper | ours | verdict | why | source |", "|---|---|---|---|---|---|"]
+                  "| claim | paper | ours | interval or null | verdict | rule; why | source |",
+                  "|---|---|---|---|---|---|---|"]
         for c in doc["claims"]:
             p = c["paper"]
             unit = f" {p['unit']}" if p.get("unit") else ""
+            spread = "; ".join(str(x) for x in (c.get("interval"), c.get("null")) if x) or "—"
+            why = f"{c['rule']} {c['reason']}" if c.get("rule") else c["reason"]
             lines.append(f"| {_cell(p['claim'])} | {_cell(p['value'])}{_cell(unit)} | {_cell(c['ours'])} | "
-                         f"**{c['verdict']}** | {_cell(c['reason'])} | {_cell(p['source'])} |")
+                         f"{_cell(spread)} | **{c['verdict']}** | {_cell(why)} | {_cell(p['source'])} |")
         lines.append("")
     return "\n".join(lines)

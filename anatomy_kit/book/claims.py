@@ -1,0 +1,108 @@
+"""Verdicts on paper claims, decided by declared rules.
+
+A :class:`Claim` names its entry of ``data_manifest/references.yaml`` (the paper's value is read
+from there) and a rule. The rule decides (``rule.decide(ours, reference)``) and writes the text the
+report shows (``rule.describe(reference)``) from the same fields, so a changed threshold changes
+both; each rule's ``describe`` is its full specification. No verdict can be passed by hand.
+
+Rules take ``ours`` as: a :class:`~anatomy_kit.stats.PairedComparison` or a list of paired
+differences (t interval recomputed at the rule's confidence), an :class:`~anatomy_kit.stats.Interval`,
+a ``(low, high)`` tuple, or a plain number, which counts as a zero-width point (use it only for
+deterministic measurements; the reason then says "a point, no interval").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..manifest import references
+from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, signed
+from ..validate import AnatomyKitError
+from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, Close, Decision, DifferenceSign, IntervalAbove,
+                    IntervalBelow, Magnitude, NotComparable, RankCorrelation, SetOverlap, paper_value)
+
+__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
+           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Claim",
+           "claims_table", "paper_value"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Our verdict on one paper claim, decided at construction by ``rule``; there is no verdict argument.
+
+    ``id`` names an entry of ``data_manifest/references.yaml`` (the paper's value comes from it);
+    ``evidence`` (JSON-ready: metric keys, figure names) and ``note`` go into the report.
+    """
+    id: str
+    ours: Any
+    rule: Any
+    evidence: Any = field(default=None, kw_only=True)
+    note: str = field(default="", kw_only=True)
+    verdict: str = field(init=False)
+    reason: str = field(init=False)
+    rule_text: str = field(init=False)
+    interval: str | None = field(init=False)
+    null: str | None = field(init=False)
+    paper: Any = field(init=False)
+    unit: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        refs = references()
+        if self.id not in refs:
+            raise AnatomyKitError(f"claim id {self.id!r} is not in data_manifest/references.yaml; add an entry there "
+                                  f"(claim, value, unit, source) first. Known ids: {', '.join(sorted(refs))}")
+        if not (callable(getattr(self.rule, "decide", None)) and callable(getattr(self.rule, "describe", None))):
+            raise AnatomyKitError(f"rule={self.rule!r} is not a rule; use Magnitude, Close, DifferenceSign, IntervalBelow, "
+                                  "IntervalAbove, SetOverlap, RankCorrelation, BeyondNull, AllOf or NotComparable")
+        ref = refs[self.id]
+        decision = self.rule.decide(self.ours, ref)
+        if not isinstance(decision, Decision):
+            raise AnatomyKitError(f"{type(self.rule).__name__}.decide must return a Decision")
+        for name, value in (("verdict", decision.verdict), ("reason", decision.reason),
+                            ("rule_text", self.rule.describe(ref)), ("interval", decision.interval),
+                            ("null", decision.null), ("paper", ref["value"]), ("unit", ref.get("unit"))):
+            object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``ours`` as shown, ``ours_data`` in full; NumPy scalars converted, inf/NaN → None."""
+        return {"id": self.id, "ours": _jsonable(_summary(self.ours)), "ours_data": _jsonable(self.ours),
+                "verdict": self.verdict, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
+                "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
+                "evidence": _jsonable(self.evidence), "note": self.note}
+
+
+def _summary(x: Any) -> Any:
+    """What the report's "ours" column shows."""
+    if isinstance(x, PairedComparison):
+        return f"Δ = {signed(x.mean)}" + (f" {x.unit}" if x.unit else "")
+    if isinstance(x, SpearmanResult):
+        return f"ρ = {signed(x.rho, 2)}"
+    if isinstance(x, (PermutationNull, Interval)):
+        return x.observed if isinstance(x, PermutationNull) else x.mean
+    if isinstance(x, Mapping):
+        return {str(k): _summary(v) for k, v in x.items()}
+    return [_summary(v) for v in x] if isinstance(x, (list, tuple)) else x
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "to_dict") or (is_dataclass(x) and not isinstance(x, type)):
+        return _jsonable(x.to_dict() if hasattr(x, "to_dict") else asdict(x))
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset, np.ndarray)):
+        return [_jsonable(v) for v in (sorted(x) if isinstance(x, (set, frozenset)) else x)]
+    x = x.item() if isinstance(x, np.generic) else x
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x if x is None or isinstance(x, (str, int, float, bool)) else str(x)
+
+
+def claims_table(claims: list[Claim]) -> list[dict]:
+    """One row per claim for ``pandas.DataFrame``: id, paper value and unit, ours, interval/null, verdict, rule."""
+    return [{"claim": c.id, "paper": _jsonable(c.paper), "unit": c.unit, "ours": _jsonable(_summary(c.ours)),
+             "interval / null": "; ".join(t for t in (c.interval, c.null) if t) or "—", "verdict": c.verdict,
+             "rule": c.rule_text} for c in claims]
