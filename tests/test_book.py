@@ -61,6 +61,20 @@ def _pages():
             + [HTML / f"{p}.html" for p in ("running", "glossary", "sources")])
 
 
+#: Lines of rendered cell output that look like a tqdm bar ("12%|█▎  | 4/30 [00:07<00:45, 1.75s/it]").
+PROGRESS_BAR_LINES = r"""() => Array.from(document.querySelectorAll('.cell_output, .output'))
+    .flatMap(e => e.innerText.split('\n'))
+    .filter(l => /\d+%\|/.test(l) || /\d+\/\d+ \[\d+:\d+/.test(l) || /(it|s)\/(s|it)\]/.test(l))"""
+#: Code blocks (inputs, outputs, shell snippets) that scroll horizontally at a 1280-px window; hidden
+#: inputs are opened first, so collapsed solutions are measured too.
+OVERFLOWING_CODE = r"""() => {
+    document.querySelectorAll('details').forEach(d => { d.open = true; });
+    return Array.from(document.querySelectorAll('div.highlight pre, .cell_output pre'))
+        .filter(e => e.scrollWidth > e.clientWidth + 2)
+        .map(e => (e.innerText.split('\n').sort((a, b) => b.length - a.length)[0] || '').slice(0, 90));
+}"""
+
+
 def test_every_page_renders_offline_in_chromium():
     _need(HTML / "index.html")
     if not CHROMIUM.exists():
@@ -74,7 +88,7 @@ def test_every_page_renders_offline_in_chromium():
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args)
         for page_path in _pages():
             assert page_path.exists(), f"{page_path} was not built"
-            page = browser.new_page()
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
             external, failed, errors = [], [], []
             page.on("request", lambda r: external.append(r.url) if not r.url.startswith(("file:", "data:", "blob:", "about:")) else None)
             page.on("requestfailed", lambda r: failed.append(r.url))
@@ -98,6 +112,12 @@ def test_every_page_renders_offline_in_chromium():
                 problems.append(f"{name}: a chapter page without a figure")
             if has_tex and typeset == 0:
                 problems.append(f"{name}: maths present but not typeset by MathJax")
+            bars = page.evaluate(PROGRESS_BAR_LINES)
+            if bars:
+                problems.append(f"{name}: {len(bars)} progress-bar line(s) in the rendered outputs, e.g. {bars[0]!r}")
+            wide = page.evaluate(OVERFLOWING_CODE)
+            if wide:
+                problems.append(f"{name}: {len(wide)} code block(s) wider than the page, e.g. {wide[0]!r}")
             page.close()
         browser.close()
     assert not problems, "\n".join(problems)

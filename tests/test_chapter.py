@@ -69,3 +69,19 @@ def test_metrics_and_report(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "| Baseline perplexity" in md and "**not comparable**" in md
     assert json.loads((tmp_path / "report.json").read_text()) == report
+
+
+def test_report_rows_keep_their_columns_when_values_hold_pipes(tmp_path):
+    """A `|` inside a cell must not start a new column (the Markdown table would shift)."""
+    from anatomy_kit.book.claims import Claim
+    from anatomy_kit.book.rules import NotComparable
+
+    run = resolve(build_dir=tmp_path)
+    run.save_metrics({}, [Claim("p1.baseline_ppl", {"a|b": 1.5}, NotComparable("text | other text"))])
+    build_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    header = next(l for l in md.splitlines() if l.startswith("| claim |"))
+    row = next(l for l in md.splitlines() if l.startswith("| Baseline perplexity"))
+    unescaped = lambda line: len([i for i, ch in enumerate(line) if ch == "|" and line[i - 1:i] != "\\"])  # noqa: E731
+    assert unescaped(row) == unescaped(header)
+    assert "text \\| other text" in row and "a\\|b" in row
