@@ -20,7 +20,8 @@ Every public function names, in its docstring, the chapter that introduces it. S
 - :mod:`anatomy_kit.exercises` – the self-checks of the chapters' exercises.
 
 Top-level helpers: :mod:`anatomy_kit.validate` (named errors), :mod:`anatomy_kit.manifest`
-(``data_manifest/``), :mod:`anatomy_kit.jsonio` (the one JSON reader and atomic writer).
+(``data_manifest/``), :mod:`anatomy_kit.jsonio` (the one JSON reader and atomic writer),
+:mod:`anatomy_kit.checksums` (the one file sha256).
 """
 
 import warnings

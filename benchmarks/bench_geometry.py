@@ -39,8 +39,6 @@ def timed(fn, *args, **kwargs):
 
 
 def model_clouds(n_max: int, n_layers: int):
-    import torch
-
     from anatomy_kit.geometry import capture_ffn_clouds
     from anatomy_kit.data import token_blocks
     from anatomy_kit.hf.models import load_model

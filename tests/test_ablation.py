@@ -9,7 +9,6 @@ from anatomy_kit.hf import evaluation
 from anatomy_kit.hf.layers import decoder_layers, hidden_of
 from anatomy_kit.validate import AnatomyKitError
 
-from conftest import tiny_llama
 
 
 def _batches(vocab=512, n=6, t=24, batch_size=3, pad=True, seed=1):
@@ -41,6 +40,8 @@ def test_prefix_cached_sweep_equals_naive(model, strategy):
     naive = anatomy.ablation_map(model, batches, strategy=strategy, prefix_cache=False, progress=False)
     assert cached.baseline_ppl == pytest.approx(naive.baseline_ppl, rel=1e-6)
     np.testing.assert_allclose(cached.ppl, naive.ppl, rtol=1e-5)
+    np.testing.assert_allclose(cached.block_nll, naive.block_nll, rtol=1e-5)        # block by block
+    np.testing.assert_allclose(cached.baseline_block_nll, naive.baseline_block_nll, rtol=1e-5)
     # the ablations really change the model
     assert np.abs(cached.delta_pct).max() > 0.1
 
@@ -116,10 +117,14 @@ def test_store_resumes_a_sweep(model, tmp_path):
     store = Store(tmp_path / "s.json")
     first = anatomy.ablation_map(model, batches, layers=[0, 1], store=store, progress=False)
     store2 = Store(tmp_path / "s.json")
-    assert "neighbour-mean/1" in store2
-    store2["neighbour-mean/1"] = 123.0          # a resumed sweep takes stored results as they are
+    assert "neighbour-mean/1" in store2 and len(store2["neighbour-mean/1"]["block_nll"]) == 6
+    fake = [100.0] * 6                           # a resumed sweep takes stored results as they are
+    store2["neighbour-mean/1"] = {"ppl": 0.0, "block_nll": fake}
+    store2["neighbour-mean/2"] = 55.0            # an old-format entry (a bare PPL) is recomputed
     again = anatomy.ablation_map(model, batches, layers=[0, 1, 2], store=store2, progress=False)
-    assert again.ppl[0] == first.ppl[0] and again.ppl[1] == 123.0
+    assert again.ppl[0] == first.ppl[0] and np.array_equal(again.block_nll[1], fake)
+    assert again.ppl[1] == pytest.approx(math.exp(600.0 / first.n_tokens))
+    assert again.ppl[2] != 55.0 and isinstance(store2["neighbour-mean/2"], dict)
 
 
 def test_bad_inputs(model):
@@ -144,3 +149,123 @@ def test_perplexity_matches_hugging_face_with_logit_softcapping():
     with torch.no_grad():
         hf = float(m(input_ids=b.input_ids, labels=b.labels).loss)
     assert math.log(evaluation.perplexity(m, [b])) == pytest.approx(hf, rel=1e-5)
+
+
+def _hf_block_nll(model, batches):
+    """Summed NLL of every row, from Hugging Face's own loss on one row at a time."""
+    out = []
+    with torch.no_grad():
+        for b in batches:
+            for r in range(len(b.input_ids)):
+                labels = b.labels[r:r + 1]
+                n = int((labels[:, 1:] != -100).sum())
+                loss = model(input_ids=b.input_ids[r:r + 1], attention_mask=b.attention_mask[r:r + 1],
+                             labels=labels).loss
+                out.append(float(loss) * n)
+    return np.array(out)
+
+
+def test_block_nll_matches_hugging_face_row_by_row(model):
+    from anatomy_kit.anatomy import blockwise
+
+    batches = _batches()
+    cache = evaluation.capture_prefix(model, batches)
+    ours = blockwise.block_nll_from_layer(model, cache, 0)
+    np.testing.assert_allclose(ours, _hf_block_nll(model, batches), rtol=1e-5)
+    np.testing.assert_allclose(blockwise.block_nll_full(model, batches), ours, rtol=1e-5)
+    assert ours.sum() == pytest.approx(cache.baseline_nll, rel=1e-6)
+    np.testing.assert_array_equal(blockwise.block_targets(cache), [23, 18, 23, 23, 14, 23])
+    with anatomy.ablated(model, 3, "skip"):   # a changed layer: replay from it = full forward, per block
+        np.testing.assert_allclose(blockwise.block_nll_from_layer(model, cache, 3), _hf_block_nll(model, batches),
+                                   rtol=1e-5)
+
+
+def test_ppl_change_interval_by_hand():
+    from scipy import stats as sps
+
+    from anatomy_kit.anatomy import blockwise
+
+    n = np.array([100, 100, 100, 100])
+    base = np.array([300.0, 320.0, 310.0, 290.0])
+    new = base + np.array([5.0, 9.0, 2.0, 8.0])             # d = 0.05, 0.09, 0.02, 0.08 nats/token
+    d = (new - base) / n
+    half = sps.t.ppf(0.975, 3) * d.std(ddof=1) / 2
+    iv = blockwise.ppl_change_interval(base, new, n)
+    assert iv.mean == pytest.approx(100 * math.expm1(d.mean()))
+    assert (iv.low, iv.high) == pytest.approx((100 * math.expm1(d.mean() - half), 100 * math.expm1(d.mean() + half)))
+    assert (iv.n, iv.df, iv.method) == (4, 3, "t")
+    assert blockwise.half_width_pct(iv) == pytest.approx(100 * math.expm1(half))
+    # the pooled PPL ratio of equal blocks is the point estimate
+    assert iv.mean == pytest.approx(100 * (math.exp(new.sum() / 400) / math.exp(base.sum() / 400) - 1))
+    one = blockwise.ppl_change_interval(base[:1], new[:1], n[:1])
+    assert one.high == math.inf and blockwise.half_width_pct(one) == math.inf
+    with pytest.raises(AnatomyKitError, match="equal length"):
+        blockwise.ppl_change_interval(base, new[:3], n)
+    with pytest.raises(AnatomyKitError, match="positive token counts"):
+        blockwise.ppl_change_interval(base, new, [100, 0, 100, 100])
+
+
+def _map(ppl_blocks, base_blocks, n=100):
+    ppl_blocks = np.asarray(ppl_blocks, dtype=float)
+    base = np.asarray(base_blocks, dtype=float)
+    return anatomy.AblationMap(strategy="neighbour-mean", baseline_ppl=math.exp(base.sum() / (n * len(base))),
+                               layers=np.arange(len(ppl_blocks)),
+                               ppl=np.exp(ppl_blocks.sum(axis=1) / (n * len(base))), n_tokens=n * len(base),
+                               block_nll=ppl_blocks, baseline_block_nll=base, block_targets=np.full(len(base), n))
+
+
+def test_intervals_anti_layers_and_the_interior_range():
+    base = np.array([300.0, 310.0, 305.0, 295.0])
+    shift = {0: 400, 1: 60, 2: -3, 3: -1, 4: 30, 5: 500}               # summed NLL change per block
+    noise = np.array([[0.5, -0.4, 0.3, -0.2]])
+    rows = np.array([base + shift[l] + (5 * noise[0] if l != 2 else 0.2 * noise[0]) for l in range(6)])
+    amap = _map(rows, base)
+    assert amap.established_anti_layers() == [2]                        # −3 ± small noise: surely below 0
+    assert amap.anti_layers() == [2, 3]                                   # by the point estimate
+    assert amap.delta_interval(3).low < 0 < amap.delta_interval(3).high   # −1 ± noise: not resolved
+    assert amap.redundant(2) == [2, 3] and amap.critical(2) == [1, 4]
+    rng, top, low = amap.importance_range(n_layers=6)
+    assert (top, low) == (1, 3)                                          # edges 0 and 5 are left out
+    assert rng.mean == pytest.approx(abs(amap.delta_pct[1]) / abs(amap.delta_pct[3]))
+    assert rng.high == math.inf and 0 < rng.low < rng.mean               # L3's interval contains 0
+    wide = amap.delta_interval(1, 0.975)
+    assert rng.low == pytest.approx(wide.low / max(abs(amap.delta_interval(3, 0.975).low),
+                                                   amap.delta_interval(3, 0.975).high))
+    with pytest.raises(AnatomyKitError, match="layer=9"):
+        amap.delta_interval(9)
+    old = anatomy.AblationMap("skip", 20.0, np.arange(3), np.array([21.0, 19.0, 40.0]), 10)
+    with pytest.raises(AnatomyKitError, match="no per-block NLL"):
+        old.delta_interval(1)
+
+
+def test_zero_attn_equals_removing_the_attention_branch(model):
+    b = _batches(pad=False)[0]
+    layer = decoder_layers(model)[2]
+    with anatomy.ablated(model, 2, "zero-attn"):
+        with torch.no_grad():
+            out = model(input_ids=b.input_ids).logits
+    original = layer.self_attn.forward
+    layer.self_attn.forward = lambda *a, **k: (torch.zeros_like(k.get("hidden_states", a[0] if a else None)), None)
+    try:
+        with torch.no_grad():
+            ref = model(input_ids=b.input_ids).logits
+    finally:
+        layer.self_attn.forward = original
+    torch.testing.assert_close(out, ref)
+
+
+def test_block_meter_measures_edits_and_resumes(model, tmp_path):
+    from anatomy_kit.anatomy import blockwise
+    from anatomy_kit.book.store import Store
+
+    batches = _batches(pad=False)          # equal blocks: the mean per-block change is the pooled one
+    cache = evaluation.capture_prefix(model, batches)
+    meter = blockwise.BlockMeter(model, cache, Store(tmp_path / "m.json"))
+    skipped = meter.measure("skip/2", 2, lambda: anatomy.ablated(model, 2, "skip"))
+    np.testing.assert_allclose(skipped, anatomy.ablation_map(model, batches, strategy="skip", layers=[2],
+                                                             progress=False).block_nll[0], rtol=1e-6)
+    iv = meter.change(skipped)
+    assert iv.mean == pytest.approx(100 * (meter.ppl(skipped) / meter.ppl(meter.base) - 1), rel=1e-9)
+    assert meter.ppl(meter.base) == pytest.approx(cache.baseline_ppl, rel=1e-6)
+    again = blockwise.BlockMeter(model, cache, Store(tmp_path / "m.json"))
+    np.testing.assert_array_equal(again.measure("skip/2", 2, lambda: pytest.fail("not resumed")), skipped)

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from anatomy_kit.book import run as chapter
+from anatomy_kit.book.claims import Claim, NotComparable
 from anatomy_kit.book.report import build_report
 from anatomy_kit.validate import AnatomyKitError
 
@@ -51,16 +52,16 @@ def test_store_is_keyed_by_the_run_and_survives_reopening(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def test_claims_must_name_a_reference_and_a_verdict():
-    with pytest.raises(AnatomyKitError, match="claim id='p9.nothing' is not accepted"):
-        chapter.LegacyClaim("p9.nothing", 1, "reproduced", "")
-    with pytest.raises(AnatomyKitError, match="verdict='yes' is not accepted"):
-        chapter.LegacyClaim("p1.baseline_ppl", 1, "yes", "")
+def test_claims_must_name_a_reference_and_be_rule_decided(tmp_path):
+    with pytest.raises(AnatomyKitError, match="claim id 'p9.nothing' is not in data_manifest/references.yaml"):
+        Claim("p9.nothing", 1, NotComparable("x"))
+    with pytest.raises(AnatomyKitError, match="is not a Claim"):
+        resolve(build_dir=tmp_path).save_metrics({}, [{"id": "p1.baseline_ppl", "verdict": "reproduced"}])
 
 
 def test_metrics_and_report(tmp_path):
     run = resolve(build_dir=tmp_path)
-    run.save_metrics({"baseline_ppl": 24.3}, [chapter.LegacyClaim("p1.baseline_ppl", 24.3, "not comparable", "other text")])
+    run.save_metrics({"baseline_ppl": 24.3}, [Claim("p1.baseline_ppl", 24.3, NotComparable("other text"))])
     report = build_report(tmp_path, {"chX": 12.0})
     doc = report["chapters"][0]
     assert doc["metrics"]["baseline_ppl"] == 24.3 and doc["wall_seconds"] == 12.0

@@ -288,3 +288,38 @@ def test_claim_to_dict_is_strict_json_and_table_rows():
 def test_verdict_meanings_cover_every_verdict():
     assert tuple(C.VERDICT_MEANINGS) == C.VERDICTS
     assert all(s.endswith(".") and s.count(". ") == 0 for s in C.VERDICT_MEANINGS.values())
+
+
+# ------------------------------------------------------------------ Requires (a precondition gate)
+
+@pytest.mark.parametrize("skill, expected", [(0.49, "not comparable"), (0.5, "reproduced"), (0.9, "reproduced")])
+def test_requires_gates_on_both_sides_of_the_minimum(skill, expected):
+    rule = C.Requires(C.Magnitude(), minimum=0.5, what="the prediction's held-out R²")
+    d = rule.decide({"precondition": skill, "value": 120.0}, REF)
+    assert d.verdict == expected
+    assert ("below the 0.5" in d.reason) == (expected == "not comparable")
+
+
+def test_requires_passes_the_inner_verdict_interval_and_text_through():
+    rule = C.Requires(C.IntervalBelow(0.0), minimum=200, what="our step cap")
+    assert verdict(rule, {"precondition": 300, "value": iv(0.1, 0.3)}) == "not reproduced"
+    assert verdict(rule, {"precondition": 300, "value": iv(-0.3, 0.3)}) == "not established"
+    d = rule.decide({"precondition": 300, "value": iv(-0.3, -0.1)}, REF)
+    assert d.verdict == "reproduced" and "our step cap is 300 ≥ 200" in d.reason and d.interval.startswith("95 %")
+    assert verdict(rule, {"precondition": 199, "value": iv(-0.3, -0.1)}) == "not comparable"
+    text = rule.describe(REF)
+    assert "unless our step cap is at least 200" in text and C.IntervalBelow(0.0).describe(REF) in text
+    assert "at least 100" in C.Requires(C.IntervalBelow(0.0), minimum=100, what="our step cap").describe(REF)
+
+
+def test_requires_bad_inputs():
+    with pytest.raises(AnatomyKitError, match="rule to apply"):
+        C.Requires("reproduced", minimum=1, what="x")
+    with pytest.raises(AnatomyKitError, match="what"):
+        C.Requires(C.Magnitude(), minimum=1, what=" ")
+    with pytest.raises(AnatomyKitError, match="precondition"):
+        C.Requires(C.Magnitude(), minimum=1, what="x").decide(3.0, REF)
+    with pytest.raises(AnatomyKitError, match="finite"):
+        C.Requires(C.Magnitude(), minimum=1, what="x").decide({"precondition": float("nan"), "value": 1.0}, REF)
+    inside = C.AllOf({"gated": C.Requires(C.Magnitude(), minimum=0.5, what="R²"), "plain": C.Magnitude()})
+    assert verdict(inside, {"gated": {"precondition": 0.0, "value": 100.0}, "plain": 100.0}) == "partly reproduced"

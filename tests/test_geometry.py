@@ -94,12 +94,11 @@ def test_scaling_changes_raw_work_but_not_spherical_work():
         assert w[(s, "spherical")] < 1e-6 and w[(s, "hyperbolic")] < 1e-6
 
 
-def test_optimal_gw_is_at_most_identity_gw_and_conventions_agree():
+def test_gw_conventions_agree_with_pot():
     x, y = cloud(50, 4), cloud(50, 4, seed=9) ** 2
     for g in G.GEOMETRIES:
         dx, dy = G.pairwise_distances(x, g), G.pairwise_distances(y, g)
-        ident, opt = G.gw_identity(dx, dy), G.gw_optimal(dx, dy)
-        assert 0 <= opt <= ident + 1e-12
+        ident = G.gw_identity(dx, dy)
         assert G.gw_identity(dx, dy, convention="pot") == pytest.approx(ident ** 2)
         assert G.gw_identity(dx, dy, convention="memoli") == pytest.approx(ident / 2)
     # POT's objective at the identity coupling is our closed form squared
@@ -111,6 +110,50 @@ def test_optimal_gw_is_at_most_identity_gw_and_conventions_agree():
         == pytest.approx(G.gw_identity(dx, dy, convention="pot"), rel=1e-9)
 
 
+def distance_distribution_bound(dx, dy):
+    """A lower bound on the GW distortion of any coupling: T⊗T pushes forward to a coupling of the
+    two distributions of pairwise distances, so the objective is at least their W2²."""
+    return float(np.sqrt(np.mean((np.sort(dx, axis=None) - np.sort(dy, axis=None)) ** 2)))
+
+
+@pytest.mark.parametrize("geometry", G.GEOMETRIES)
+def test_gw_optimal_finds_that_a_relabelled_copy_is_the_same_cloud(geometry):
+    x = cloud(60, 5, seed=3)
+    perm = np.random.default_rng(7).permutation(60)
+    dx, dy = G.pairwise_distances(x, geometry), G.pairwise_distances(x[perm], geometry)
+    assert G.gw_identity(dx, dy) > 0.3            # the correspondence is broken ...
+    assert G.gw_optimal(dx, dy) < 1e-6            # ... but the clouds are isometric: GW = 0
+    starts = G.gw_local_optima(dx, dy)
+    assert list(starts) == ["identity", "uniform", "permutation 1", "permutation 2", "permutation 3"]
+    assert starts["identity"] > 0.1 and starts["uniform"] < 1e-6   # a local optimum is not the optimum
+
+
+def test_gw_optimal_attains_the_lower_bound_of_a_scaled_copy():
+    # Y = 2.5 X: the identity coupling attains the distance-distribution bound, so GW = 1.5·rms(D).
+    x = cloud(40, 4, seed=11)
+    dx, dy = G.pairwise_distances(x), G.pairwise_distances(2.5 * x)
+    exact = 1.5 * float(np.sqrt(np.mean(dx ** 2)))
+    assert distance_distribution_bound(dx, dy) == pytest.approx(exact, rel=1e-12)
+    assert G.gw_optimal(dx, dy) == pytest.approx(exact, rel=1e-6)
+    assert G.gw_optimal(dx, dy, convention="pot") == pytest.approx(exact ** 2, rel=1e-6)
+    # and on unrelated clouds every start stays above the bound
+    y = cloud(40, 4, seed=12) ** 3
+    dy = G.pairwise_distances(y)
+    bound = distance_distribution_bound(dx, dy)
+    assert all(v >= bound - 1e-9 for v in G.gw_local_optima(dx, dy).values())
+
+
+def test_gw_starts_are_validated():
+    d = G.pairwise_distances(cloud(8, 3))
+    assert list(G.gw_local_optima(d, d, starts=["uniform"], n_random=0)) == ["uniform"]
+    with pytest.raises(AnatomyKitError, match="'random'"):
+        G.gw_local_optima(d, d, starts=["random"])
+    with pytest.raises(AnatomyKitError, match="no starting coupling"):
+        G.gw_local_optima(d, d, starts=[], n_random=0)
+    with pytest.raises(AnatomyKitError, match="n_random"):
+        G.gw_optimal(d, d, n_random=-1)
+
+
 def test_a_circle_has_exactly_one_dominant_h1_bar():
     t = np.linspace(0, 2 * np.pi, 60, endpoint=False)
     pts = np.c_[np.cos(t), np.sin(t), np.zeros((60, 3))] @ rotation(5)
@@ -120,14 +163,33 @@ def test_a_circle_has_exactly_one_dominant_h1_bar():
     assert life[0] > 1.0 and (len(life) == 1 or life[1] < 0.1 * life[0])
 
 
-def test_tearing_a_circle_changes_topology():
-    t = np.linspace(0, 2 * np.pi, 60, endpoint=False)
+@pytest.mark.parametrize("n", [30, 60, 81])
+def test_tearing_a_regular_circle_has_the_closed_form(n):
+    # n evenly spaced points on the unit circle (n divisible by 3): one loop, born when neighbours
+    # touch (2 sin(π/n)), dead at √3 (the inscribed equilateral triangle); the torn segment has none.
+    t = 2 * np.pi * np.arange(n) / n
     x = np.c_[np.cos(t), np.sin(t)]
-    torn = np.c_[t / np.pi - 1, np.zeros_like(t)]  # cut open onto a segment
+    dgm = G.h1_diagram(G.pairwise_distances(x))
+    assert dgm.shape == (1, 2)
+    assert dgm[0] == pytest.approx([2 * np.sin(np.pi / n), np.sqrt(3)], rel=1e-6)
+    torn = np.c_[t - np.pi, np.zeros_like(t)]
+    closed_form = (np.sqrt(3) - 2 * np.sin(np.pi / n)) / np.sqrt(2)
     w = G.layer_work(x, torn, statistics=["topology"], geometries=["raw"])
-    bar = G.h1_diagram(G.pairwise_distances(x))
-    assert w[("topology", "raw")] == pytest.approx(G.diagram_distance(bar, np.zeros((0, 2))), rel=1e-6)
-    assert w[("topology", "raw")] > 0.5
+    assert w[("topology", "raw")] == pytest.approx(closed_form, rel=1e-6)
+    dx, dy = G.pairwise_distances(x), G.pairwise_distances(torn)
+    assert G.topological_change(dx, dy) == pytest.approx(closed_form, rel=1e-6)
+    assert G.topological_change(dx, dy, order=1) == pytest.approx(closed_form, rel=1e-6)  # one point: any order
+
+
+def test_work_settings_are_validated():
+    ok = G.WorkSettings(corpus="python-docs", n_blocks=4, block_size=32, n_tokens=16).validate()
+    assert ok.sensitivity_blocks == 4
+    with pytest.raises(AnatomyKitError, match="sensitivity_blocks=8 exceeds n_blocks=4"):
+        G.WorkSettings(corpus="python-docs", n_blocks=4, block_size=32, n_tokens=16, sensitivity_blocks=8).validate()
+    with pytest.raises(AnatomyKitError, match="radius=1.0"):
+        G.WorkSettings(corpus="python-docs", n_blocks=4, block_size=32, n_tokens=16, radius=1.0).validate()
+    with pytest.raises(AnatomyKitError, match="'random'"):
+        G.WorkSettings(corpus="python-docs", n_blocks=4, block_size=32, n_tokens=16, sampling="random").validate()
 
 
 def test_hyperbolic_diagram_is_the_transformed_spherical_diagram():
@@ -212,6 +274,47 @@ def test_norm_growth_and_correlations():
     corr = G.profile_correlations(wp, growth)
     assert set(corr) == {"shift/raw"} and corr["shift/raw"] == pytest.approx(1.0)
     assert G.profile_correlations(wp, -growth, method="pearson")["shift/raw"] < -0.9
+
+
+def test_work_profiles_hold_each_layers_work_in_statistic_geometry_order():
+    clouds = fake_clouds()
+    wp = G.work_profiles(clouds, progress=False)
+    for l, c in enumerate(clouds):
+        w = G.layer_work(c.x, c.y)
+        for si, st_ in enumerate(wp.statistics):
+            for gi, g in enumerate(wp.geometries):
+                assert wp.values[l, si, gi] == w[(st_, g)]
+                assert wp.profile(st_, g)[l] == w[(st_, g)]
+
+
+def test_norms_and_growth_known_answers():
+    x = np.array([[3.0, 4.0], [0.0, 2.0]])            # norms 5 and 2
+    c = FFNCloud(0, x, 2 * x, np.arange(2))
+    assert G.mean_norms([c], "x").tolist() == [3.5] and G.mean_norms([c], "y").tolist() == [7.0]
+    assert G.residual_norm_growth([c], "ratio").tolist() == [2.0]
+    assert G.residual_norm_growth([c]).tolist() == [3.5]   # the difference: mean ‖y‖ − ‖x‖
+    assert G.front_loading([1, 1, 1, 5, 1, 1, 1, 1, 1, 1], 1 / 3) == pytest.approx(3 / 14)  # round(3.3) = 3 layers
+
+
+def test_profile_correlations_match_scipy():
+    from scipy import stats
+    clouds = fake_clouds(L=8)
+    wp = G.work_profiles(clouds, progress=False)
+    target = np.random.default_rng(4).standard_normal(8)
+    rho, r = G.profile_correlations(wp, target), G.profile_correlations(wp, target, method="pearson")
+    for st_, g, prof in wp.items():
+        assert rho[f"{st_}/{g}"] == pytest.approx(stats.spearmanr(prof, target)[0])
+        assert r[f"{st_}/{g}"] == pytest.approx(stats.pearsonr(prof, target)[0])
+
+
+def test_intrinsic_dimensions_are_twonn_of_each_layer():
+    rng = np.random.default_rng(0)
+    clouds = [FFNCloud(l, rng.uniform(size=(400, k)) @ rotation(6)[:k], rng.standard_normal((400, 6)), np.arange(400))
+              for l, k in enumerate((1, 2, 4))]
+    d = G.intrinsic_dimensions(clouds)
+    assert d.tolist() == [G.twonn_dimension(c.x) for c in clouds]
+    assert d == pytest.approx([1, 2, 4], abs=0.5)
+    assert G.intrinsic_dimensions(clouds, which="y")[0] > 4
 
 
 def test_twonn_finds_a_plane_in_ten_dimensions():

@@ -221,8 +221,8 @@ def test_noise_free_model_recovers_in_zero_steps():
 def test_recovery_bad_inputs():
     model, batches = _tiny(), _batches()
     cache = evaluation.capture_prefix(model, batches)
-    with pytest.raises(AnatomyKitError, match="noise_fraction=0"):
-        R.recovery_speed(model, 1, cache, cache, noise_fraction=0.0)
+    with pytest.raises(AnatomyKitError, match="noise_fraction=-0.5"):
+        R.recovery_speed(model, 1, cache, cache, noise_fraction=-0.5)   # 0 is the control run
     with pytest.raises(AnatomyKitError, match="layer=7"):
         R.recovery_speed(model, 7, cache, cache)
     with pytest.raises(AnatomyKitError, match="'all'"):
@@ -232,3 +232,89 @@ def test_recovery_bad_inputs():
     with pytest.raises(AnatomyKitError, match="eval_cache"):
         R.recovery_speed(model, 1, cache, batches)
     assert len(decoder_layers(model)) == 6
+
+
+def test_count_recovery_steps_full_curve_keeps_stepping():
+    seq = iter([30.0, 22.0, 21.0, 25.0])
+    calls = []
+    steps, curve = R.count_recovery_steps(lambda: next(seq), calls.append, baseline=22.6, max_steps=3,
+                                          full_curve=True)
+    assert steps == 1 and curve == [30.0, 22.0, 21.0, 25.0] and calls == [1, 2, 3]
+    steps, curve = R.count_recovery_steps(lambda: 20.0, calls.append, baseline=22.6, max_steps=2, full_curve=True)
+    assert steps == 0 and len(curve) == 3
+
+
+def test_control_run_trains_the_intact_layer_and_restores():
+    model = _tiny()
+    train, ev = _batches(seed=2), _batches(seed=3)
+    cache = evaluation.capture_prefix(model, ev)
+    before = _state(model)
+    ctl = R.recovery_speed(model, 3, train, cache, noise_fraction=0.0, max_steps=3, lr=5e-2, full_curve=True)
+    assert ctl.noised_ppl == pytest.approx(cache.baseline_ppl, rel=1e-6)      # no noise: step 0 is intact
+    assert ctl.steps == 0 and len(ctl.curve) == 4 and len(set(ctl.curve[1:])) == 3   # but it trained
+    _assert_restored(model, before)
+
+
+def test_choose_lr_keeps_the_largest_harmless_rate():
+    """Fake evaluations: each lr changes the intact PPL by a known amount after its first step."""
+    model = _tiny()
+    cache = evaluation.capture_prefix(model, _batches(seed=3))
+    effect = {1.0: 50.0, 0.1: -5.0, 0.01: 0.5, 0.001: 0.1}     # % change caused by each lr
+    runs = []
+    orig = R.recovery_speed
+
+    def spy(model, layer, train, eval_cache, *, lr, **kw):
+        runs.append((lr, layer))
+        calls = iter(range(100))
+        kw["evaluate"] = lambda m: cache.baseline_ppl * (1 + effect[lr] / 100 * (next(calls) > 0))
+        return orig(model, layer, train, eval_cache, lr=lr, **kw)
+
+    R.recovery_speed = spy
+    try:
+        choice = R.choose_lr(model, [1, 2], cache, cache, candidates=[0.001, 1.0, 0.1, 0.01], max_steps=2,
+                             tolerance_pct=1.0)
+        seen, runs[:] = list(runs), []
+        none = R.choose_lr(model, [1, 2], cache, cache, candidates=[1.0, 0.1], max_steps=2, tolerance_pct=1.0)
+    finally:
+        R.recovery_speed = orig
+    assert choice.chosen == 0.01 and choice.ok                     # −5 % (adaptation) counts as a change too
+    assert seen == [(1.0, 1), (0.1, 1), (0.01, 1), (0.01, 2)]      # a rate is dropped at its first bad layer
+    assert choice.max_change_pct == pytest.approx({1.0: 50.0, 0.1: 5.0, 0.01: 0.5})
+    assert set(choice.controls[0.01]) == {1, 2} and len(choice.controls[0.01][1].curve) == 3
+    assert none.chosen == 0.1 and not none.ok and set(none.controls[0.1]) == {1, 2}
+    with pytest.raises(AnatomyKitError, match="candidate"):
+        R.choose_lr(model, [1], cache, cache, candidates=[], max_steps=2)
+
+
+def test_recovery_draws_one_run_per_seed_and_resume(tmp_path):
+    from anatomy_kit.book.store import Store
+
+    model = _tiny()
+    train, cache = _batches(seed=2), evaluation.capture_prefix(model, _batches(seed=3))
+    store = Store(tmp_path / "r.json")
+    runs = R.recovery_draws(model, [2, 4], train, cache, seeds=[0, 1], lr=1e-2, noise_fraction=0.5, max_steps=2,
+                            store=store)
+    assert set(runs) == {2, 4} and [r.seed for r in runs[2]] == [0, 1]
+    assert runs[2][0].noised_ppl != runs[2][1].noised_ppl                   # two noise draws
+    assert all(len(r.curve) == 3 for rs in runs.values() for r in rs)        # full curves
+    r = runs[4][1]
+    assert r.excess_pct(0) == pytest.approx(100 * (r.curve[0] / r.baseline_ppl - 1))
+    assert r.excess_pct() == pytest.approx(100 * (r.curve[-1] / r.baseline_ppl - 1))
+    assert "recovery/0.01/2/4/1" in store
+    orig = R.recovery_speed
+    R.recovery_speed = lambda *a, **k: pytest.fail("a stored run was recomputed")
+    try:
+        again = R.recovery_draws(model, [2, 4], train, cache, seeds=[0, 1], lr=1e-2, max_steps=2,
+                                 store=Store(tmp_path / "r.json"))
+    finally:
+        R.recovery_speed = orig
+    assert again[4][1].curve == r.curve
+
+
+def test_recovery_draws_without_training_measure_only_the_damage():
+    model = _tiny()
+    train, cache = _batches(seed=2), evaluation.capture_prefix(model, _batches(seed=3))
+    zero = R.recovery_draws(model, [3], train, cache, seeds=[0, 1, 2], lr=1e-2, max_steps=0, noise_fraction=0.5)
+    trained = R.recovery_draws(model, [3], train, cache, seeds=[1], lr=1e-2, max_steps=2, noise_fraction=0.5)
+    assert [len(r.curve) for r in zero[3]] == [1, 1, 1]
+    assert zero[3][1].curve[0] == pytest.approx(trained[3][0].curve[0], rel=1e-9)   # same draw, same damage

@@ -5,16 +5,27 @@ from anatomy_kit.hf import models
 from anatomy_kit.validate import AnatomyKitError
 
 
-def test_local_folder_loads_through_from_pretrained(saved_tiny_model, tokenizer):
+def test_local_folder_loads_the_saved_weights_exactly(saved_tiny_model, tokenizer):
+    """The loader against the model that was saved and against a plain ``from_pretrained``."""
+    from transformers import AutoModelForCausalLM
+
+    from conftest import tiny_llama
+
     loaded = models.load_model(str(saved_tiny_model), device="cpu")
     assert loaded.source == "local"
     assert loaded.n_layers == 6
+    original = tiny_llama()                                 # what saved_tiny_model holds
+    plain = AutoModelForCausalLM.from_pretrained(saved_tiny_model).eval()
+    ours = loaded.model.state_dict()
+    for name, value in original.state_dict().items():
+        assert torch.equal(ours[name], value), name
+        assert torch.equal(plain.state_dict()[name], value), name
     ids = torch.tensor([tokenizer("The assert statement is a convenient way")["input_ids"]])
-    reference = models.load_model(str(saved_tiny_model), device="cpu").model
     with torch.no_grad():
-        a, b = loaded.model(ids).logits, reference(ids).logits
+        a, b = loaded.model(ids).logits, original(ids).logits
     assert torch.equal(a, b)
     assert loaded.tokenizer.pad_token is not None
+    assert not loaded.model.training
 
 
 @pytest.mark.parametrize("name", ["smollm3", "no such model", "", "a/b/c"])
@@ -47,3 +58,23 @@ def test_embedded_model_is_cached_smollm2():
     assert sum(p.numel() for p in loaded.model.parameters()) == 134_515_008
     folder = models.convert_embedded()
     assert folder.name.endswith(models.model_entries()["embedded"]["sha256"][:16])
+
+
+@pytest.mark.parametrize("tensor, layer, path", [("blk.0.ffn_down.weight", 0, "mlp.down_proj"),
+                                                 ("blk.17.ffn_up.weight", 17, "mlp.up_proj"),
+                                                 ("blk.29.attn_v.weight", 29, "self_attn.v_proj"),
+                                                 ("blk.5.attn_norm.weight", 5, "input_layernorm")])
+def test_embedded_weights_equal_the_gguf_dequantised_directly(tensor, layer, path):
+    """The loaded weights against the file itself, dequantised by the reference ``gguf`` package
+    (not through transformers): a loader that scaled, shifted or mixed up tensors fails here."""
+    import gguf
+    from gguf import quants
+
+    reader = gguf.GGUFReader(str(models.embedded_gguf_path()))
+    entry = next(t for t in reader.tensors if t.name == tensor)
+    expected = torch.from_numpy(quants.dequantize(entry.data, entry.tensor_type).astype("float32"))
+    loaded = models.load_model("embedded", device="cpu")
+    module = loaded.model.model.layers[layer]
+    for part in path.split("."):
+        module = getattr(module, part)
+    assert torch.equal(module.weight.detach(), expected.reshape(module.weight.shape))

@@ -32,6 +32,25 @@ def test_chapter_is_paired_and_has_no_outputs(entry):
     assert "md:myst" in text.metadata["jupytext"]["formats"]
 
 
+#: Columns of code the book's page shows without scrolling (book/_static/anatomy.css sets the width).
+CODE_COLUMNS = 88
+
+
+def _columns(line):
+    """Rendered width of a line: combining marks (the hat of x̂) take no column."""
+    import unicodedata
+    return sum(1 for ch in line if not unicodedata.combining(ch))
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_code_fits_the_page(entry):
+    """The browser check measures the same thing on the built page; this finds it in a second."""
+    text = jupytext.read(ROOT / "notebooks" / entry["file"])
+    wide = [(i, line) for i, cell in enumerate(text.cells) if cell.cell_type == "code"
+            for line in cell.source.splitlines() if _columns(line) > CODE_COLUMNS]
+    assert not wide, f"{entry['file']}: {len(wide)} code line(s) wider than {CODE_COLUMNS} columns, e.g. {wide[0]}"
+
+
 #: Pages of the book that are not chapters, in the order the table of contents lists them after the chapters.
 BOOK_PAGES = ["running", "glossary", "sources", "chapters/report"]
 
@@ -116,3 +135,12 @@ def test_papermill_reads_every_parameter_line(entry):
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     parsed = {p.name for p in PythonTranslator.inspect(cell)}
     assert parsed == set(declared_parameters(nb))
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_readme_lists_the_chapter_with_its_budget(entry):
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if f"(`{entry['id']}`)" in line]
+    assert rows, f"the README's chapter table does not list {entry['id']}"
+    minutes = entry["budget_s"] / 60
+    assert f"| {minutes:g} min |" in rows[0], f"README gives {rows[0]!r}; chapters.yaml budgets {minutes:g} min"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -12,7 +11,6 @@ import torch
 from anatomy_kit.geometry import capture_ffn_clouds
 from anatomy_kit.hf.surgery import clone_layer
 from anatomy_kit.lm import LMConfig, PerLayerWidthLM, build_lm, param_count, train, train_many
-from anatomy_kit.lm.compare import format_delta_table, paired_bootstrap_ci, paired_deltas
 from anatomy_kit.lm.train import TrainConfig, batch_indices, load_trained, lr_at
 from anatomy_kit.validate import AnatomyKitError
 
@@ -273,45 +271,6 @@ def test_training_input_errors(blocks):
         fit(tiny(), tr, ev, cfg(warmup=50))
     with pytest.raises(AnatomyKitError, match=r"must be an integer torch tensor"):
         fit(tiny(), tr.float(), ev, cfg())
-
-
-# ---------------------------------------------------------------------------------------------
-# Paired statistics
-# ---------------------------------------------------------------------------------------------
-
-def test_bootstrap_ci_known_exact_case():
-    # Three pairs: the bootstrap distribution is enumerated (27 equiprobable resamples).
-    mean, lo, hi = paired_bootstrap_ci([1.0, 2.0, 3.0])
-    means = sorted(np.mean(c) for c in itertools.product([1.0, 2.0, 3.0], repeat=3))
-    assert mean == 2.0
-    assert lo == pytest.approx(1 + 0.65 / 3, abs=1e-12)  # position 0.025·26 = 0.65 between 1 and 4/3
-    assert hi == pytest.approx(3 - 0.65 / 3, abs=1e-12)
-    assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
-    assert paired_bootstrap_ci([0.5, 0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
-
-
-def test_bootstrap_ci_matches_normal_theory_for_many_pairs():
-    d = np.random.default_rng(0).normal(0.3, 1.0, 400)
-    mean, lo, hi = paired_bootstrap_ci(d, seed=1)
-    half = 1.96 * d.std(ddof=1) / math.sqrt(d.size)
-    assert lo == pytest.approx(mean - half, abs=0.1 * half) and hi == pytest.approx(mean + half, abs=0.1 * half)
-    assert paired_bootstrap_ci(d, seed=1) == (mean, lo, hi)  # seeded
-
-
-def test_paired_deltas_pairs_by_seed():
-    results = {"uniform": {0: 3.00, 1: 3.10, 2: 3.20, 9: 5.0},
-               "cosine": {0: 2.99, 1: 3.08, 2: 3.17},
-               "anti": {2: 3.30, 1: 3.20, 0: 3.10}}
-    rows = {r.schedule: r for r in paired_deltas(results)}
-    assert rows["uniform"].mean_delta == 0 and rows["uniform"].n_seeds == 4
-    assert rows["cosine"].mean_delta == pytest.approx(-0.02) and rows["cosine"].n_seeds == 3
-    assert rows["cosine"].ci_low == pytest.approx(-0.03 + 0.65 * 0.01 / 3) and rows["cosine"].ci_high < -0.01
-    assert rows["anti"].mean_delta == pytest.approx(0.10) and rows["anti"].ci_low == pytest.approx(0.10)
-    assert "cosine" in format_delta_table(list(rows.values()))
-    with pytest.raises(AnatomyKitError, match=r"baseline='tlm' is not among the schedules"):
-        paired_deltas(results, baseline="tlm")
-    with pytest.raises(AnatomyKitError, match=r"schedule 'x' shares no seed with baseline 'uniform'"):
-        paired_deltas({"uniform": {0: 1.0}, "x": {5: 1.0}})
 
 
 def test_seeded_models_share_every_tensor_whose_name_and_shape_agree():

@@ -224,3 +224,105 @@ def test_ablation_map_from_chapter_one_metrics(tmp_path):
     other, run = importance.ablation_map_from_metrics(tmp_path, model="embedded", corpus="fineweb-edu")
     assert other is None and run["corpus"] == "python-docs"
     assert amap.n_layers == 6
+
+
+# ------------------------------------------------------------------ the independent-layer null (chapter 2)
+
+def test_independent_null_matches_direct_simulation():
+    """The Wishart draw of the Gram equals simulating independent Gaussian layers of these variances."""
+    L, n, reps = 6, 300, 400
+    scales = np.array([0.5, 1.0, 2.0, 1.0, 0.7, 1.5])
+    g = torch.Generator().manual_seed(0)
+    direct = np.array([DL.adjacent_delta_correlation(torch.from_numpy(scales)[:, None]
+                                                     * torch.randn(L, n, generator=g, dtype=torch.float64)).mean()
+                       for _ in range(reps)])
+    exact = P.GramStats(n=n, gram=torch.diag(torch.from_numpy(scales ** 2 * n)), sums=torch.zeros(L, dtype=torch.float64))
+    null = DL.independent_null(exact, n_draws=4000, seed=1)
+    assert null.mean() == pytest.approx(direct.mean(), abs=3 * direct.std() / np.sqrt(reps))
+    assert null.std() == pytest.approx(direct.std(), rel=0.15)
+    assert null.mean() == pytest.approx(DL.independent_delta_correlation(exact).mean(), abs=0.01)
+    assert np.array_equal(DL.independent_null(exact, n_draws=5, seed=3), DL.independent_null(exact, n_draws=5, seed=3))
+
+
+def test_independent_null_separates_an_oscillation():
+    """Alternating layers (r ≈ −1) lie far below the null of their own variances; i.i.d. layers inside it."""
+    g = torch.Generator().manual_seed(2)
+    A, B = torch.randn(2, 400, generator=g, dtype=torch.float64)
+    alt = torch.stack([A + (-1) ** l * B + 0.3 * torch.randn(400, generator=g, dtype=torch.float64) for l in range(8)])
+    iid = torch.randn(8, 400, generator=g, dtype=torch.float64)
+    for W, inside in ((alt, False), (iid, True)):
+        lo, hi = np.percentile(DL.independent_null(W, n_draws=2000), [2.5, 97.5])
+        r = DL.adjacent_delta_correlation(W).mean()
+        assert (lo <= r <= hi) == inside
+    with pytest.raises(AnatomyKitError, match="L >= 3"):
+        DL.independent_null(torch.randn(2, 10))
+
+
+# ------------------------------------------------------------------ the residual basis (chapter 2)
+
+def test_permuted_mlp_keeps_the_function_and_changes_the_weights():
+    from anatomy_kit.anatomy import residual_basis as RB
+
+    model = tiny_llama(n_layers=4)
+    ids = torch.randint(3, 512, (2, 10), generator=torch.Generator().manual_seed(0))
+    perm = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+    new = RB.permuted_mlp_weights(model, 2, perm)
+    with torch.no_grad():
+        before = model(ids).logits
+        with surgery.substituted(model, new):
+            after = model(ids).logits
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    W = layer_module(model, 2, "gate").weight
+    assert torch.equal(new[(2, "gate")][0], W[perm[0]]) and not torch.equal(new[(2, "gate")], W)
+    assert torch.equal(new[(2, "down")][:, 0], layer_module(model, 2, "down").weight[:, perm[0]])
+    with pytest.raises(AnatomyKitError, match="permutation"):
+        RB.permuted_mlp_weights(model, 2, [0, 0, 1])
+
+
+def test_residual_norms_are_predictable_and_hidden_norms_are_not():
+    """A model built so that residual-dimension scales vary smoothly with depth while hidden units are
+    shuffled from layer to layer: the residual-side R² is high, the hidden-side one is not."""
+    from anatomy_kit.anatomy import residual_basis as RB
+
+    model = tiny_llama(n_layers=8)
+    g = torch.Generator().manual_seed(5)
+    profile = torch.rand(32, generator=g) + 0.2          # one scale per residual dimension, shared by depth
+    unit = torch.rand(64, generator=g) + 0.2             # one scale per hidden unit of layer 0
+    new = {}
+    for l in range(8):
+        perm = torch.randperm(64, generator=g)
+        base = torch.randn(32, 64, generator=g)
+        new[(l, "down")] = (profile * (1 + 0.05 * l))[:, None] * base * unit[perm][None, :]
+    with surgery.substituted(model, new):
+        rn = RB.residual_norms(model, "down")
+        hn = RB.hidden_norms(model, "down")
+        r2 = RB.norm_predictability(model, ["down"])["down"]
+    assert rn.shape == (8, 32) and hn.shape == (8, 64)
+    torch.testing.assert_close(rn[3], new[(3, "down")].double().norm(dim=1))
+    torch.testing.assert_close(hn[3], new[(3, "down")].double().norm(dim=0))
+    assert r2["residual"] > 0.8 and r2["hidden"] < 0.2
+    q = RB.residual_norms(model, "q")                    # q reads the residual: column norms
+    torch.testing.assert_close(q[1], layer_module(model, 1, "q").weight.detach().double().norm(dim=0))
+
+
+def test_substitution_sets_gentlest_random_and_consecutive():
+    imp = np.array([900.0, 5.0, 40.0, 1.0, 30.0, 2.0, 3.0, 800.0])       # interior layers 1..6
+    sets = P.substitution_sets(imp, [1, 2, 3, 9], n_random=2, seed=4)
+    assert list(sets) == ["gentlest", "random 1", "random 2", "consecutive"]
+    assert sets["gentlest"] == {1: [3], 2: [3, 5], 3: [3, 5, 6]}           # 9 > 6 interior layers: dropped
+    assert sets["consecutive"] == {1: [3], 2: [5, 6], 3: [3, 4, 5]}        # least summed importance (33 < 35)
+    for name in ("random 1", "random 2"):
+        assert all(set(v) <= set(range(1, 7)) and len(v) == k for k, v in sets[name].items())
+        assert set(sets[name][1]) <= set(sets[name][2]) <= set(sets[name][3])   # one order, growing prefixes
+    assert sets["random 1"] != sets["random 2"]
+    assert P.substitution_sets(imp, [3], n_random=1, seed=4)["random 1"] == {3: sets["random 1"][3]}
+    with pytest.raises(AnatomyKitError, match="no count"):
+        P.substitution_sets(imp, [7])
+
+
+def test_chapter_metric_reads_chapter_one(tmp_path):
+    assert importance.chapter_metric(tmp_path, "x") is None
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "ch01_ablation_map.json").write_text(json.dumps({"metrics": {"x": [1, 2]}}))
+    assert importance.chapter_metric(tmp_path, "x") == [1, 2]
+    assert importance.chapter_metric(tmp_path, "y") is None

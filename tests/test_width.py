@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -67,12 +69,11 @@ def assert_kkt(sol, c, a, lam, lower, upper, budget, rtol=1e-9):
     w = sol.widths
     assert abs(w.sum() - budget) <= 1e-11 * budget
     assert np.all(w >= lo) and np.all(w <= up)
-    m = sol.marginal(c, a, lam)
-    mu = sol.mu
+    logm = sol.log_marginal(c, a, lam)   # compared in logs: |Δ log| ≤ rtol is a relative error ≤ rtol
     free = sol.free
-    assert np.all(np.abs(m[free] / mu - 1.0) <= rtol), "gradient must equal μ on free layers"
-    assert np.all(m[sol.at_lower] <= mu * (1 + rtol)), "layers at the lower bound must not want more width"
-    assert np.all(m[sol.at_upper] >= mu * (1 - rtol)), "layers at the upper bound must want more width"
+    assert np.all(np.abs(logm[free] - sol.log_mu) <= rtol), "gradient must equal μ on free layers"
+    assert np.all(logm[sol.at_lower] <= sol.log_mu + rtol), "layers at the lower bound must not want more width"
+    assert np.all(logm[sol.at_upper] >= sol.log_mu - rtol), "layers at the upper bound must want more width"
 
 
 @FAST
@@ -110,7 +111,7 @@ def test_solver_beats_scipy_and_satisfies_kkt(inst):
         if np.all(wp >= lo) and np.all(wp <= up):
             fp = float(np.sum(lam * c * wp ** (-aa)))
             assert sol.objective <= fp * (1 + 1e-9)
-    assert sol.objective == pytest.approx(surrogate_objective(sol.widths, c, a, lam), rel=1e-14)
+    assert sol.objective == pytest.approx(float(np.sum(lam * c * sol.widths ** (-aa))), rel=1e-12)
 
 
 @FAST
@@ -121,11 +122,11 @@ def test_closed_form_equals_general_solver(inst):
     assert sol.method == "closed-form"
     assert_kkt(sol, c, a, lam, lower, upper, budget)
     aa, lo, up = _arrays(c, a, lam, lower, upper)
-    w_gen, mu_gen, _, method = _solve_general(lam * c * aa, aa.copy(), budget, lo, up)
+    w_gen, log_mu_gen, _, method = _solve_general(np.log(lam * c * aa), aa.copy(), budget, lo, up)
     assert method == "bisection+newton"
     np.testing.assert_allclose(np.clip(w_gen, lo, up), sol.widths, rtol=1e-9, atol=1e-9 * budget)
     if sol.free.any():  # with every layer on a bound, μ is any value of an interval
-        assert mu_gen == pytest.approx(sol.mu, rel=1e-8)
+        assert log_mu_gen == pytest.approx(sol.log_mu, abs=1e-8)
 
 
 def test_closed_form_known_answer():
@@ -138,6 +139,80 @@ def test_closed_form_known_answer():
     sol = solve_widths(c, 1.0, budget=100.0, lower=15.0)
     assert sol.at_lower.tolist() == [True, False, False, False]
     np.testing.assert_allclose(sol.widths[1:], 85 * np.sqrt(c[1:]) / np.sqrt(c[1:]).sum(), rtol=1e-13)
+
+
+def _exact_log_objective(w, c, a, lam):
+    """log Σ λ c w^(−a) in 60-digit decimal arithmetic (no float under- or overflow)."""
+    from decimal import Decimal, getcontext
+    getcontext().prec = 60
+    total = sum(Decimal(float(l)) * Decimal(float(ci)) * Decimal(float(wi)) ** Decimal(-float(ai))
+                for l, ci, wi, ai in zip(lam, c, w, a))
+    return float(total.ln())
+
+
+def test_extreme_inputs_neither_overflow_nor_lose_the_objective():
+    # λ·c = 1e310 overflows a float; the objective e^714 too: both exist only in logs.
+    c = np.array([1e300, 1e-300, 1.0, 5.0])
+    a = np.array([0.01, 50.0, 200.0, 1.0])
+    lam = np.array([1e10, 1.0, 1e-200, 1.0])
+    with np.errstate(over="raise", divide="raise", invalid="raise"):   # no silent overflow or 0/0 anywhere
+        sol = solve_widths(c, a, lam, budget=400.0, lower=1.0, upper=300.0)
+    assert_kkt(sol, c, a, lam, 1.0, np.full(4, 300.0), 400.0)
+    assert np.isfinite(sol.widths).all() and sol.objective == math.inf
+    assert sol.log_objective == pytest.approx(_exact_log_objective(sol.widths, c, a, lam), abs=1e-9)
+    # every layer free and μ ≈ 1e316 (log μ ≈ 728), past exp's range of 709
+    c, a, lam = np.array([1e300, 2e300, 3e300]), np.array([1.0, 1.001, 0.999]), np.full(3, 1e20)
+    with np.errstate(over="raise", divide="raise", invalid="raise"):
+        sol = solve_widths(c, a, lam, budget=300.0, lower=1.0)
+    assert_kkt(sol, c, a, lam, 1.0, None, 300.0)
+    assert sol.free.all() and sol.log_mu > 709 and sol.mu == math.inf
+    assert sol.log_objective == pytest.approx(_exact_log_objective(sol.widths, c, a, lam), abs=1e-9)
+
+
+def test_large_exponents_report_the_objective_in_logs():
+    c, a = np.array([1.0, 2.0, 3.0]), 300.0
+    sol = solve_widths(c, a, budget=300.0, lower=1.0)
+    exact = _exact_log_objective(sol.widths, c, np.full(3, a), np.ones(3))
+    assert exact < -1300   # Σ c w^(−300) ≈ e^−1382: a float says 0
+    assert sol.log_objective == pytest.approx(exact, abs=1e-9)
+    assert surrogate_objective(sol.widths, c, a, log=True) == pytest.approx(exact, abs=1e-9)
+    assert sol.objective == 0.0 and sol.method == "closed-form"
+    assert_kkt(sol, c, a, None, 1.0, None, 300.0)
+
+
+def test_zero_work_layers_get_their_lower_bound():
+    c = np.array([0.0, 1.0, 4.0, 9.0])
+    sol = solve_widths(c, 1.0, budget=100.0, lower=10.0)
+    assert sol.widths[0] == 10.0 and sol.at_lower[0]
+    rest = solve_widths(c[1:], 1.0, budget=90.0, lower=10.0)   # the others share what is left
+    np.testing.assert_allclose(sol.widths[1:], rest.widths, rtol=1e-13)
+    assert sol.log_mu == pytest.approx(rest.log_mu, abs=1e-12)
+    assert_kkt(sol, c, 1.0, None, 10.0, None, 100.0)
+    lam = np.array([1.0, 0.0, 1.0, 1.0])   # zero sensitivity is zero work too, with depth-dependent a
+    sol = solve_widths(np.ones(4), [0.5, 1.0, 1.5, 2.0], lam, budget=100.0, lower=5.0)
+    assert sol.widths[1] == 5.0 and sol.method == "bisection+newton"
+    assert_kkt(sol, np.ones(4), [0.5, 1.0, 1.5, 2.0], lam, 5.0, None, 100.0)
+    sol = solve_widths([0.0, 1.0], 1.0, budget=10.0)   # lower 0: the idle layer gets nothing, objective finite
+    assert sol.widths.tolist() == [0.0, 10.0] and sol.objective == pytest.approx(0.1)
+
+
+def test_zero_work_layers_take_only_what_the_others_cannot():
+    sol = solve_widths([0.0, 1.0, 0.0], 1.0, budget=100.0, lower=5.0, upper=[60.0, 20.0, 40.0])
+    assert sol.method == "bounds" and sol.mu == 0.0 and sol.at_upper.tolist() == [False, True, False]
+    # the idle layers share the 70 left over in proportion to their room (55 and 35)
+    assert sol.widths.tolist() == pytest.approx([5 + 70 * 55 / 90, 20.0, 5 + 70 * 35 / 90], rel=1e-14)
+    with pytest.raises(AnatomyKitError, match=r"every layer has zero work"):
+        solve_widths([0.0, 0.0], 1.0, budget=10.0)
+    with pytest.raises(AnatomyKitError, match=r"lam\[0\]=-1 must be >= 0"):
+        solve_widths([1.0, 1.0], 1.0, [-1.0, 1.0], budget=10.0)
+
+
+def test_surrogate_objective_known_answers():
+    assert surrogate_objective([1.0, 2.0, 4.0], [1.0, 1.0, 1.0], 1.0) == pytest.approx(1.75, rel=1e-15)
+    assert surrogate_objective([1.0, 2.0, 4.0], [1.0, 1.0, 1.0], [1.0, 2.0, 0.5], [2.0, 1.0, 4.0]) \
+        == pytest.approx(2 + 0.25 + 2.0, rel=1e-15)
+    assert surrogate_objective([2.0], [3.0], 2.0, log=True) == pytest.approx(math.log(0.75), rel=1e-15)
+    assert surrogate_objective([0.0, 2.0], [0.0, 1.0], 1.0) == pytest.approx(0.5)   # an idle layer adds nothing
 
 
 def test_degenerate_budgets_put_every_layer_on_a_bound():
@@ -158,7 +233,7 @@ def test_infeasible_budgets_name_the_numbers():
         solve_widths([1, 1, 1], [1, 2, 3], budget=500, lower=10, upper=100)
     with pytest.raises(AnatomyKitError, match=r"upper\[1\]=5 is below lower\[1\]=10"):
         solve_widths([1, 1], 1.0, budget=30, lower=10, upper=[20, 5])
-    with pytest.raises(AnatomyKitError, match=r"c\[1\]=-1 must be > 0"):
+    with pytest.raises(AnatomyKitError, match=r"c\[1\]=-1 must be >= 0"):
         solve_widths([1, -1], 1.0, budget=30)
     with pytest.raises(AnatomyKitError, match=r"a has 3 entries; expected one per layer \(2\)"):
         solve_widths([1, 1], [1, 1, 1], budget=30)
@@ -294,3 +369,83 @@ def test_allocate_by_rule_name():
         parse_rule("anti")
     with pytest.raises(AnatomyKitError, match=r"kind 'cosine' takes no profile"):
         parse_rule("cosine:gw/raw")
+
+
+def test_coefficients_and_zero_work_profiles():
+    np.testing.assert_allclose(coefficients_from_profile([1.0, 2.0, 3.0]), [0.5, 1.0, 1.5], rtol=1e-15)
+    np.testing.assert_allclose(coefficients_from_profile([0.0, 3.0]), [0.0, 2.0], rtol=1e-15)
+    with pytest.raises(AnatomyKitError, match="zero in every layer"):
+        coefficients_from_profile([0.0, 0.0])
+    # a layer that does no work gets the lower bound, the rest share the budget as without it
+    w = continuous_schedule("geometric", 4, 100, profile=[0.0, 1.0, 4.0, 9.0], exponent=1.0, lower_frac=0.25)
+    assert w[0] == pytest.approx(25.0)
+    np.testing.assert_allclose(w[1:], 375 * np.array([1, 2, 3]) / 6, rtol=1e-12)
+    assert width_schedule("geometric", 4, 128, multiple=32, profile=[0.0, 1.0, 4.0, 9.0])[0] == 32
+    assert anti_profile([0.0, 1.0, 5.0]).tolist() == [5.0, 1.0, 0.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The experiment grid and its paired comparisons
+# ---------------------------------------------------------------------------------------------
+
+def test_rule_inputs_and_grid_shapes():
+    from anatomy_kit import geometry as G
+    from anatomy_kit.allocation.experiment import RuleGrid, rule_inputs, rule_slug
+    from anatomy_kit.lm import PRESETS
+
+    assert rule_slug("geometric:gw/spherical") == "geometric-gw-spherical"
+    vals = np.ones((12, 1, 1))
+    vals[:, 0, 0] = np.linspace(3.0, 1.0, 12)
+    bundle = G.ProfileBundle(G.WorkProfiles(np.arange(12), ("gw",), ("spherical",), vals, 8), {"model": "m"},
+                             intrinsic_dimension=np.full(12, 4.0))
+    profiles, a = rule_inputs(bundle, "intrinsic-dimension", 2.0)
+    assert list(profiles) == ["gw/spherical"] and np.allclose(a, 0.5)
+    assert rule_inputs(bundle, "common", 2.0)[1] == 2.0 and rule_inputs(None, "common", 0.7) == (None, 0.7)
+    P = PRESETS["smoke"]
+    grid = RuleGrid(preset=P, seeds=[0, 1], steps=10, vocab_size=300)
+    sched = grid.schedules(["uniform", "cosine", "geometric:gw/spherical"], bundle)
+    assert sched["uniform"]["widths"] == [192] * 6 and sched["cosine"]["widths"][0] > sched["cosine"]["widths"][-1]
+    assert sched["geometric:gw/spherical"]["widths"][0] > sched["geometric:gw/spherical"]["widths"][-1]
+    d, L = P["d_model"], P["n_layers"]
+    expected = 300 * d + sum(4 * d * d + 3 * d * w + 2 * d for w in [192] * L) + d   # the model docstring
+    assert set(grid.param_counts(list(sched)).values()) == {expected}
+    assert grid.model_config("cosine").ffn_widths == sched["cosine"]["widths"]
+    with pytest.raises(AnatomyKitError, match="no widths yet"):
+        grid.model_config("reverse-cosine")
+
+
+FINAL = {"uniform": {0: 4.00, 1: 4.10, 2: 4.05}, "cosine": {0: 3.95, 1: 4.04, 2: 4.00},
+         "geometric:gw/spherical": {0: 3.90, 1: 4.00, 2: 3.97}, "anti:topology/raw": {0: 4.2, 1: 4.3, 2: 4.2}}
+
+
+def test_paired_losses_pair_seeds():
+    from anatomy_kit.allocation.experiment import paired_losses
+
+    pc = paired_losses(FINAL, "cosine")
+    assert pc.deltas == pytest.approx((-0.05, -0.06, -0.05)) and pc.seeds == (0, 1, 2)
+    assert pc.unit == "nats/token" and pc.t.high < 0
+    assert paired_losses(FINAL, "geometric:gw/spherical", "cosine").deltas == pytest.approx((-0.05, -0.04, -0.03))
+    with pytest.raises(AnatomyKitError, match="'reverse-cosine' has no results"):
+        paired_losses(FINAL, "reverse-cosine")
+
+
+def test_paper_comparisons_follow_the_table_and_the_papers_sign():
+    from anatomy_kit.allocation.experiment import paper_comparisons
+    from anatomy_kit.book.rules import DifferenceSign
+    from anatomy_kit.manifest import reference
+
+    ref = reference("p2.val_loss_440m")
+    comps = paper_comparisons(ref, FINAL)
+    # the rows we trained (topological-hyperbolic was not): each against uniform, geometric ones against cosine too
+    assert list(comps) == ["cosine − uniform", "gromov-spherical − uniform", "gromov-spherical − cosine",
+                           "anti-topological-raw − uniform"]
+    keys, pc = comps["anti-topological-raw − uniform"]
+    assert keys == ("anti-topological-raw", "uniform") and pc.deltas == pytest.approx((0.2, 0.2, 0.15))
+    verdicts = {k: DifferenceSign(paper_keys=keys).decide(pc, ref).verdict for k, (keys, pc) in comps.items()}
+    assert verdicts["anti-topological-raw − uniform"] == "reproduced"      # the paper: +0.066, ours above 0
+    assert verdicts["gromov-spherical − cosine"] == "reproduced"           # the paper: −0.013, ours below 0
+    flipped = {r: {s: -v for s, v in d.items()} for r, d in FINAL.items()}
+    keys, pc = paper_comparisons(ref, flipped)["anti-topological-raw − uniform"]
+    assert DifferenceSign(paper_keys=keys).decide(pc, ref).verdict == "not reproduced"
+    with pytest.raises(AnatomyKitError, match="'rules' mapping"):
+        paper_comparisons({"value": {}}, FINAL)

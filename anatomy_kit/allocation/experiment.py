@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from ..lm.model import LMConfig, param_count
 from ..lm.pool import train_many
 from ..lm.train import TrainConfig, TrainResult
+from ..stats import PairedComparison, paired_difference
 from ..validate import AnatomyKitError, check_choice, check_int
 from .schedules import allocate, exponents_from_intrinsic_dimension, parse_rule
 
-__all__ = ["EXPONENT_CHOICES", "rule_slug", "rule_inputs", "RuleGrid"]
+__all__ = ["EXPONENT_CHOICES", "rule_slug", "rule_inputs", "RuleGrid", "paired_losses", "paper_comparisons"]
 
 EXPONENT_CHOICES = ("intrinsic-dimension", "common")
 
@@ -99,10 +100,48 @@ class RuleGrid:
                            checkpoint_dir=str(checkpoint_dir), progress=False, desc=f"{rule} seed {seed}")
 
     def train(self, rules: list[str], train_blocks, eval_blocks, *, run_dir, device: str = "cpu",
-              processes: int = 1) -> dict[tuple[str, int], TrainResult]:
-        """Train every (rule, seed); ``run_dir(rule, seed)`` gives each pair's checkpoint folder."""
+              processes: int = 1, shard: str | None = None) -> dict[tuple[str, int], TrainResult | None]:
+        """Train every (rule, seed); ``run_dir(rule, seed)`` gives each pair's checkpoint folder.
+
+        With a shard setting (``shard="i/n"`` or ``$ANATOMY_KIT_SHARD``; :mod:`anatomy_kit.lm.shards`)
+        only this shard's pairs train and the others map to ``None``; a later unsharded call over
+        the same folders collects every pair from its finished checkpoint.
+        """
         pairs = [(r, s) for r in rules for s in self.seeds]
         jobs = [(self.model_config(r), self.train_config(r, s, run_dir(r, s), device)) for r, s in pairs]
         results = train_many(jobs, train_blocks, eval_blocks,
-                             processes=processes if not str(device).startswith("cuda") else 1)
+                             processes=processes if not str(device).startswith("cuda") else 1, shard=shard)
         return dict(zip(pairs, results))
+
+
+def paired_losses(final: Mapping[str, Mapping[Any, float]], rule: str, baseline: str = "uniform") -> PairedComparison:
+    """``final[rule] − final[baseline]`` seed by seed: t interval and exact sign-flip p (chapter 5).
+
+    ``final``: ``{rule: {seed: final validation loss (nats/token)}}``.
+    """
+    for r in (rule, baseline):
+        if r not in final:
+            raise AnatomyKitError(f"rule {r!r} has no results; trained rules: {sorted(final)}")
+    return paired_difference(final[rule], final[baseline], unit="nats/token")
+
+
+def paper_comparisons(reference: Mapping, final: Mapping[str, Mapping[Any, float]]) -> dict[str, tuple]:
+    """The paired differences a paper table of losses by rule speaks to (chapter 5).
+
+    ``reference``: an entry like ``p2.val_loss_440m`` (``value`` by the paper's row names,
+    ``rules`` mapping each row to our rule). Every row is compared with the ``uniform`` row, and
+    every row whose rule is ``geometric:…`` also with the ``cosine`` row (the paper: the best
+    geometric rules beat uniform by more than the taper). Returns ``{"row − base": ((row, base),
+    PairedComparison)}``, the pair being the ``paper_keys`` that give the paper's sign; rows whose
+    rule was not trained are left out.
+    """
+    rules = reference.get("rules")
+    if not isinstance(rules, Mapping) or "uniform" not in rules:
+        raise AnatomyKitError("reference needs a 'rules' mapping from the paper's rows to our rules, with 'uniform'")
+    out = {}
+    for row, rule in rules.items():
+        bases = ["uniform"] + (["cosine"] if rule.startswith("geometric:") and "cosine" in rules else [])
+        for base in bases:
+            if row != base and rule in final and rules[base] in final:
+                out[f"{row} − {base}"] = ((row, base), paired_losses(final, rule, rules[base]))
+    return out

@@ -35,9 +35,12 @@ def coefficients_from_profile(profile: Any) -> np.ndarray:
     """``c_ℓ`` from a per-layer work profile, normalised to mean 1 (chapter 5).
 
     The scale of ``c`` does not change the optimal widths (it only rescales ``μ``); normalising
-    makes ``μ`` comparable between profiles.
+    makes ``μ`` comparable between profiles. Zero work in a layer is allowed (the solver gives
+    that layer its lower bound); an all-zero profile is not.
     """
-    p = as_vector("profile", profile, None)
+    p = as_vector("profile", profile, None, allow_zero=True)
+    if not p.any():
+        raise AnatomyKitError("profile is zero in every layer: it says nothing about where width helps")
     return p / p.mean()
 
 
@@ -48,7 +51,7 @@ def anti_profile(profile: Any) -> np.ndarray:
     values, assigned in the opposite order, so the control keeps the spread of the geometric
     allocation and changes only its alignment with depth-wise work.
     """
-    p = as_vector("profile", profile, None)
+    p = as_vector("profile", profile, None, allow_zero=True)
     order = np.argsort(p, kind="stable")  # ascending
     out = np.empty_like(p)
     out[order] = np.sort(p)[::-1]
@@ -115,7 +118,7 @@ def continuous_schedule(kind: str, n_layers: int, mean_width: float, *, profile:
         return _taper(kind, n, mean, start, end)
     if profile is None:
         raise AnatomyKitError(f"kind={kind!r} needs a per-layer profile (a sequence of {n} positive values)")
-    p = as_vector("profile", profile, n, positive=(kind != "importance"))
+    p = as_vector("profile", profile, n, positive=(kind != "importance"), allow_zero=True)
     if kind == "importance":
         # Importance (e.g. ablation damage in %) spans orders of magnitude and may be negative
         # (anti-layers): compress with log1p of the positive part, floored at 1 % of the maximum.

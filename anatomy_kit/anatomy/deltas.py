@@ -5,7 +5,9 @@ Paper 1 reports that consecutive weight deltas oscillate (correlation ≈ −0.5
 **Delta series** (:func:`adjacent_delta_correlation`). Δ_ℓ = W_{ℓ+1} − W_ℓ and
 r_ℓ = corr(vec Δ_ℓ, vec Δ_{ℓ+1}) (Pearson over elements), ℓ = 0 … L−3. For layers that are
 independent with equal variance, r = −½ exactly (the two deltas share −W_{ℓ+1}); the null
-models :func:`shuffled_layers` and :func:`iid_like` tell training apart from differencing.
+models :func:`shuffled_layers` and :func:`iid_like` tell training apart from differencing, and
+:func:`independent_null` gives the sampling distribution of the mean r for independent layers
+with the real layers' own variances (the null the "oscillation" claim must beat).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .predictability import GramStats, check_stack, gram_stats
 
 __all__ = ["adjacent_delta_correlation", "independent_delta_correlation", "adjacent_layer_correlation",
            "expected_delta_correlation", "shuffled_layers", "iid_like", "iid_delta_correlation", "DeltaNulls",
-           "delta_nulls"]
+           "delta_nulls", "independent_null"]
 
 
 def adjacent_delta_correlation(W) -> np.ndarray:
@@ -152,3 +154,34 @@ def delta_nulls(W, *, n_shuffles: int = 200, seed: int = 0) -> DeltaNulls:
                 for _ in range(n_shuffles)]
     return DeltaNulls(observed=adjacent_delta_correlation(st), shuffled=np.array(shuffled),
                       iid=np.array(iid_delta_correlation(st.n_layers, st.n, seed)))
+
+
+def independent_null(W, *, n_draws: int = 200, seed: int = 0) -> np.ndarray:
+    """Mean adjacent-delta r over depth for independent Gaussian layers with W's per-layer variances.
+
+    Layer ℓ is n i.i.d. N(0, v_ℓ/n) values (n elements, v_ℓ = W_ℓ's centred sum of squares), all
+    layers independent. Their Gram matrix is Wishart(n, diag(v/n)); we draw it directly by the
+    Bartlett decomposition G = D A Aᵀ D (A lower-triangular, A_ii² ~ χ²(n − i), A_ij ~ N(0, 1)
+    below the diagonal, D = diag(√(v/n))), so a draw costs O(L²) whatever n is. Returns
+    ``n_draws`` values of the mean over depth of :func:`adjacent_delta_correlation` (chapter 2).
+    """
+    st = gram_stats(W)
+    check_int("n_draws", n_draws, minimum=1)
+    check_int("seed", seed, minimum=0)
+    L, n = st.n_layers, st.n
+    if L < 3 or n < L:
+        raise AnatomyKitError(f"W has {L} layers of {n} elements; the null needs L >= 3 and n >= L")
+    v = (torch.diagonal(st.gram) - st.sums ** 2 / n).numpy()
+    scale = np.sqrt(np.clip(v, 0, None) / n)
+    rng = np.random.default_rng(seed)
+    A = np.zeros((n_draws, L, L))
+    A[:, np.arange(L), np.arange(L)] = np.sqrt(rng.chisquare(n - np.arange(L), size=(n_draws, L)))
+    rows, cols = np.tril_indices(L, -1)
+    A[:, rows, cols] = rng.standard_normal((n_draws, rows.size))
+    B = scale[None, :, None] * A
+    G = B @ B.transpose(0, 2, 1)                                    # (n_draws, L, L), Wishart draws
+    d = np.arange(L)
+    var = G[:, d[:-1], d[:-1]] + G[:, d[1:], d[1:]] - 2 * G[:, d[:-1], d[1:]]          # ‖Δ_ℓ‖², (n_draws, L−1)
+    l = d[:-2]
+    cov = G[:, l + 1, l + 2] - G[:, l + 1, l + 1] - G[:, l, l + 2] + G[:, l, l + 1]     # ⟨Δ_ℓ, Δ_ℓ+1⟩
+    return (cov / np.sqrt(var[:, :-1] * var[:, 1:])).mean(axis=1)

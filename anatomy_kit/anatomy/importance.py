@@ -40,7 +40,7 @@ SCHEMA = "anatomy_kit/importance-profile/v1"
 FILENAME = "importance_profile.json"
 
 __all__ = ["SCHEMA", "FILENAME", "interior_layers", "rank_layers", "ImportanceProfile", "profile_path",
-           "save_profile", "load_profile", "ablation_map_from_metrics"]
+           "save_profile", "load_profile", "ablation_map_from_metrics", "chapter_metric"]
 
 
 def interior_layers(n_layers: int) -> list[int]:
@@ -204,7 +204,21 @@ def ablation_map_from_metrics(build_dir: str | os.PathLike, *, model: str, corpu
         return None, None
     if run.get("model") != model or run.get("corpus") != corpus:
         return None, run
+    blocks = {k: None if entry.get(k) is None else np.asarray(entry[k], dtype=int if k == "block_targets" else float)
+              for k in ("block_nll", "baseline_block_nll", "block_targets")}
     amap = AblationMap(strategy=entry["strategy"], baseline_ppl=float(entry["baseline_ppl"]),
                        layers=np.asarray(entry["layers"], dtype=int), ppl=np.asarray(entry["ppl"], dtype=float),
-                       n_tokens=int(entry["n_tokens"]))
+                       n_tokens=int(entry["n_tokens"]), **blocks)
     return amap, run
+
+
+def chapter_metric(build_dir: str | os.PathLike, key: str, chapter: str = "ch01_ablation_map") -> Any:
+    """``metrics[key]`` of ``<build_dir>/metrics/<chapter>.json``, or ``None`` if the file or key is missing
+    (chapter 2 reads chapter 1's quantisation error this way)."""
+    path = Path(build_dir) / "metrics" / f"{chapter}.json"
+    if not path.exists():
+        return None
+    try:
+        return read_json(path, what="chapter metrics file").get("metrics", {}).get(key)
+    except (AnatomyKitError, AttributeError):
+        return None

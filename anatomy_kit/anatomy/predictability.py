@@ -32,7 +32,7 @@ from ..hf.layers import MODULE_PATHS, decoder_layers, layer_module
 from ..validate import AnatomyKitError, check_choice, check_finite, check_layer_index, check_positive
 
 __all__ = ["MODULES", "stack_weights", "layer_statistics", "GramStats", "gram_stats", "NeighbourFit",
-           "neighbour_ridge", "predictability", "predicted_layer_weights"]
+           "neighbour_ridge", "predictability", "predicted_layer_weights", "substitution_sets"]
 
 #: Module short names in the order chapters report them.
 MODULES = tuple(MODULE_PATHS)
@@ -218,4 +218,27 @@ def predicted_layer_weights(model: nn.Module, predict: Mapping[str, dict], layer
         prev = layer_module(model, layer - 1, m).weight.detach()
         nxt = layer_module(model, layer + 1, m).weight.detach()
         out[(layer, m)] = b0 + b1 * prev + b2 * nxt
+    return out
+
+
+def substitution_sets(importance, counts, *, n_random: int = 3, seed: int = 0) -> dict[str, dict[int, list[int]]]:
+    """Which interior layers to substitute, for each count k, in three kinds of order (chapter 2).
+
+    ``importance`` (L,): ΔPPL % per layer (chapter 1). ``gentlest``: the k least important
+    interior layers; ``random i`` (i = 1 … n_random): the first k of a seeded random order of the
+    interior layers; ``consecutive``: the window of k adjacent interior layers with the least summed
+    importance. Returns ``{order name: {k: sorted layers}}``; counts above the interior size are dropped.
+    """
+    imp = np.asarray(importance, dtype=float)
+    interior = list(range(1, len(imp) - 1))
+    counts = [int(k) for k in counts if 1 <= int(k) <= len(interior)]
+    if not counts:
+        raise AnatomyKitError(f"no count in {list(counts)} fits the {len(interior)} interior layers")
+    gentle = sorted(interior, key=lambda l: (imp[l], l))
+    rng = np.random.default_rng(seed)
+    orders = {"gentlest": gentle} | {f"random {i + 1}": [int(x) for x in rng.permutation(interior)]
+                                     for i in range(n_random)}
+    out = {name: {k: sorted(o[:k]) for k in counts} for name, o in orders.items()}
+    out["consecutive"] = {k: min((list(range(s, s + k)) for s in range(1, len(imp) - k)),
+                                 key=lambda w: (imp[w].sum(), w[0])) for k in counts}
     return out

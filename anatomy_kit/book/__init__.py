@@ -5,8 +5,9 @@
 - :mod:`.claims` – claims about the papers, decided by the declared, tested rules of :mod:`.rules`
   (:mod:`.decision` holds the verdicts and what rules share);
 - :mod:`.report` – every chapter's numbers beside the papers' (``report.json``, ``report.md``);
-- :mod:`.runner` – execute the chapters with papermill and build the HTML book;
-- :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``).
+- :mod:`.runner` – execute the chapters with papermill and build the HTML book; one shard of a grid;
+- :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``);
+- :mod:`.estimates` – time and memory of each chapter at full scale, estimated from FLOP counts.
 """
 
 from .claims import VERDICTS, Claim, claims_table

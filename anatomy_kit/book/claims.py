@@ -23,11 +23,11 @@ from ..manifest import references
 from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, signed
 from ..validate import AnatomyKitError
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, Close, Decision, DifferenceSign, IntervalAbove,
-                    IntervalBelow, Magnitude, NotComparable, RankCorrelation, SetOverlap, paper_value)
+                    IntervalBelow, Magnitude, NotComparable, RankCorrelation, Requires, SetOverlap, paper_value)
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
-           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Claim",
-           "claims_table", "paper_value"]
+           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Requires",
+           "Claim", "claims_table", "paper_value"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Claim:
                                   f"(claim, value, unit, source) first. Known ids: {', '.join(sorted(refs))}")
         if not (callable(getattr(self.rule, "decide", None)) and callable(getattr(self.rule, "describe", None))):
             raise AnatomyKitError(f"rule={self.rule!r} is not a rule; use Magnitude, Close, DifferenceSign, IntervalBelow, "
-                                  "IntervalAbove, SetOverlap, RankCorrelation, BeyondNull, AllOf or NotComparable")
+                                  "IntervalAbove, SetOverlap, RankCorrelation, BeyondNull, AllOf, NotComparable or Requires")
         ref = refs[self.id]
         decision = self.rule.decide(self.ours, ref)
         if not isinstance(decision, Decision):

@@ -23,7 +23,8 @@ from .decision import VERDICT_MEANINGS, VERDICTS, Decision, _g, _number, _pct, _
 
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
-           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "paper_value"]
+           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Requires",
+           "IntervalContains", "paper_value"]
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,7 @@ class IntervalBelow:
                 f"some do; not established if none does and some contain {t}; not reproduced if all lie {other} it.")
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
-        if isinstance(ours, Mapping) or (isinstance(ours, list) and not all(isinstance(v, (int, float)) for v in ours)):
-            items = [(f"{k}: ", v) for k, v in (ours.items() if isinstance(ours, Mapping) else enumerate(ours))]
-        else:
-            items = [("", ours)]
-        spans = [(name, _span(v, self.confidence, self.method)) for name, v in items]
+        spans = [(name, _span(v, self.confidence, self.method)) for name, v in _items(ours)]
         outcomes = [_side(span, self.threshold, self._below) for _, span in spans]
         side, t = "below" if self._below else "above", _g(self.threshold)
         words = {"beyond": f"entirely {side} {t}", "wrong": f"not {side} {t}", "straddles": f"contains {t}"}
@@ -130,6 +127,13 @@ class IntervalBelow:
         reason = "; ".join(f"{name}{span[2]}: {words[o]}" for (name, span), o in zip(spans, outcomes))
         return Decision(verdict, reason if len(spans) == 1 else f"{n_in} of {len(spans)} {words['beyond']}: {reason}",
                         texts)
+
+
+def _items(ours: Any) -> list[tuple[str, Any]]:
+    """``[(label, one interval's data)]``: a mapping or a list of intervals, or one (a list of numbers is one)."""
+    if isinstance(ours, Mapping) or (isinstance(ours, list) and not all(isinstance(v, (int, float)) for v in ours)):
+        return [(f"{k}: ", v) for k, v in (ours.items() if isinstance(ours, Mapping) else enumerate(ours))]
+    return [("", ours)]
 
 
 @dataclass(frozen=True)
@@ -331,3 +335,66 @@ class NotComparable:
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         return Decision("not comparable", self.why)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """Judge by ``rule`` only when a precondition of our setting reaches ``minimum``; otherwise not comparable.
+
+    ``ours = {"precondition": x, "value": v}``: with ``x < minimum`` (say a prediction's held-out
+    R² of 0.01 when the claim needs a prediction with skill, or a step cap of 2 when the claim
+    is about 200 steps) our number cannot speak to the claim; with ``x ≥ minimum`` ``rule``
+    decides ``v``. ``what`` names the precondition in the text (e.g. "the prediction's held-out R²").
+    """
+    rule: Any
+    minimum: float
+    what: str
+
+    def __post_init__(self) -> None:
+        if not (callable(getattr(self.rule, "decide", None)) and callable(getattr(self.rule, "describe", None))):
+            raise AnatomyKitError(f"Requires needs a rule to apply, got {self.rule!r}")
+        _number("minimum", self.minimum)
+        if not str(self.what).strip():
+            raise AnatomyKitError("Requires needs `what`: a few words naming the precondition")
+
+    def describe(self, reference: Mapping) -> str:
+        return (f"Not comparable unless {self.what} is at least {_g(self.minimum)}; then: "
+                f"{self.rule.describe(reference)}")
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        if not isinstance(ours, Mapping) or set(ours) != {"precondition", "value"}:
+            raise AnatomyKitError('Requires needs ours as {"precondition": number, "value": what the rule judges}')
+        x = _number(self.what, ours["precondition"])
+        if x < self.minimum:
+            return Decision("not comparable", f"{self.what} is {_g(x)}, below the {_g(self.minimum)} the claim "
+                            "needs, so our number cannot speak to it")
+        inner = self.rule.decide(ours["value"], reference)
+        return Decision(inner.verdict, f"{self.what} is {_g(x)} ≥ {_g(self.minimum)}; {inner.reason}",
+                        inner.interval, inner.null)
+
+
+@dataclass(frozen=True)
+class IntervalContains:
+    """A claim that a difference is *not* established: every interval contains ``value`` (inputs and
+    ``method`` as in :class:`IntervalBelow`). Fewer seeds make it easier to meet; the reason names them."""
+    value: float = 0.0
+    confidence: float = 0.95
+    method: str | None = "t"
+
+    def __post_init__(self) -> None:
+        _number("value", self.value)
+        check_choice("method", self.method, (None, "t", "sign-flip"))
+
+    def describe(self, reference: Mapping) -> str:
+        return (f"Reproduced if every {_pct(self.confidence)} {self.method or 'plain'} interval contains {_g(self.value)} "
+                "(no difference established, as the paper says); partly reproduced if some do; not reproduced if none does.")
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        spans = [(name, _span(v, self.confidence, self.method)) for name, v in _items(ours)]
+        inside = [lo <= self.value <= hi for _, (lo, hi, _) in spans]
+        n_in, v = sum(inside), _g(self.value)
+        verdict = "reproduced" if n_in == len(spans) else "partly reproduced" if n_in else "not reproduced"
+        reason = "; ".join(f"{name}{span[2]}: {'contains' if ok else 'excludes'} {v}"
+                           for (name, span), ok in zip(spans, inside))
+        return Decision(verdict, reason if len(spans) == 1 else f"{n_in} of {len(spans)} contain {v}: {reason}",
+                        "; ".join(f"{name}{span[2]}" for name, span in spans))

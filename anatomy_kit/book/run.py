@@ -28,27 +28,6 @@ from .store import Store
 
 SCALES = ("smoke", "full")
 DEVICES = ("auto", "cpu", "cuda")
-LEGACY_VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not comparable")
-
-
-@dataclass
-class LegacyClaim:
-    """A hand-written verdict (``id`` names an entry of ``data_manifest/references.yaml``).
-
-    Being replaced chapter by chapter by :class:`anatomy_kit.book.claims.Claim`, whose verdict a
-    tested rule decides; no new code may use this class.
-    """
-
-    id: str
-    ours: Any
-    verdict: str
-    reason: str
-
-    def __post_init__(self):
-        from ..manifest import references
-
-        check_choice("claim id", self.id, references())
-        check_choice("verdict", self.verdict, LEGACY_VERDICTS)
 
 
 @dataclass
@@ -98,7 +77,7 @@ class Run:
             "environment": {"python": platform.python_version(), "torch": torch.__version__,
                             "cuda": torch.cuda.is_available()},
             "metrics": metrics,
-            "claims": [c.to_dict() if hasattr(c, "to_dict") else asdict(c) for c in claims],
+            "claims": [_claim_dict(c) for c in claims],
         }
         return write_json(out, doc)
 
@@ -151,3 +130,12 @@ def resolve_run(chapter: str, *, scale: str, device: str, defaults: dict[str, di
               sizes=base, build_dir=Path(build_dir).resolve())
     print(run.describe())
     return run
+
+
+def _claim_dict(claim) -> dict:
+    """A claim as the report stores it; only :class:`anatomy_kit.book.claims.Claim` (rule-decided) is accepted."""
+    from .claims import Claim
+
+    if not isinstance(claim, Claim):
+        raise AnatomyKitError(f"claim={claim!r} is not a Claim; build it with anatomy_kit.book.claims.Claim(id, ours, rule)")
+    return claim.to_dict()

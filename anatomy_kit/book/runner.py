@@ -5,7 +5,8 @@ converts the jupytext MyST source to a notebook, refuses parameters the chapter 
 declare (papermill would inject them silently), executes it with papermill (a per-cell timeout),
 writes the executed notebook to ``<build>/notebooks/`` and to the book's ``chapters/`` folder,
 and returns its wall time. A failure names the chapter and the cell. :func:`reproduce` runs
-them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors.
+them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors;
+:func:`run_shard` runs one shard of a chapter's training grid (up to its cell tagged ``shard-end``).
 """
 
 from __future__ import annotations
@@ -100,32 +101,57 @@ def declared_parameters(nb) -> dict[str, Any]:
     return names
 
 
-def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir: Path,
-                    book_dir: Path | None = None, params: dict[str, Any] | None = None,
-                    root: Path | None = None) -> float:
-    """Execute one chapter; return its wall time in seconds or raise :class:`ChapterFailed`."""
-    import nbformat
-    import papermill as pm
+def truncated_at(nb, tag: str, chapter: str):
+    """The notebook up to and including its first cell tagged ``tag`` (a named error if none is)."""
+    for i, cell in enumerate(nb.cells):
+        if tag in cell.metadata.get("tags", []):
+            nb.cells = nb.cells[:i + 1]
+            return nb
+    raise AnatomyKitError(f"chapter {chapter} has no cell tagged {tag!r}, so it cannot be run in shards; tag the cell "
+                          f"that trains the grid with :tags: [{tag}]")
 
-    root = root or project_root()
-    src = root / "notebooks" / entry["file"]
-    nb = to_notebook(src)
+
+def _prepared(entry: dict[str, Any], root: Path, scale: str, device: str, build_dir: Path,
+              params: dict[str, Any] | None, stop_at_tag: str | None):
+    """(notebook, parameters) of a chapter, its parameters checked against the ones it declares."""
+    nb = to_notebook(root / "notebooks" / entry["file"])
     declared = declared_parameters(nb)
     params = {"scale": scale, "device": device, "build_dir": str(build_dir), **(params or {})}
     unknown = sorted(set(params) - set(declared))
     if unknown:
         raise AnatomyKitError(f"chapter {entry['id']} does not declare parameter(s) {unknown}; "
                               f"it accepts {sorted(declared)}")
+    if stop_at_tag is not None:
+        nb = truncated_at(nb, stop_at_tag, entry["id"])
+    return nb, params
+
+
+def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir: Path,
+                    book_dir: Path | None = None, params: dict[str, Any] | None = None,
+                    root: Path | None = None, stop_at_tag: str | None = None,
+                    environ: dict[str, str] | None = None, name: str | None = None) -> float:
+    """Execute one chapter; return its wall time in seconds or raise :class:`ChapterFailed`.
+
+    ``stop_at_tag`` executes only the cells up to and including the first one with that tag (a
+    shard of the chapter's grid, :func:`run_shard`); ``environ`` is exported to the kernel;
+    ``name`` names the executed notebook (default: the chapter id).
+    """
+    import nbformat
+    import papermill as pm
+
+    root = root or project_root()
+    nb, params = _prepared(entry, root, scale, device, build_dir, params, stop_at_tag)
     (build_dir / "notebooks").mkdir(parents=True, exist_ok=True)
-    source_nb = build_dir / "notebooks" / f"{entry['id']}.source.ipynb"
-    out_nb = build_dir / "notebooks" / f"{entry['id']}.ipynb"
+    name = name or entry["id"]
+    source_nb = build_dir / "notebooks" / f"{name}.source.ipynb"
+    out_nb = build_dir / "notebooks" / f"{name}.ipynb"
     nbformat.write(nb, source_nb)
     timeout = int(entry["timeout_s"] if scale == "smoke" else entry.get("timeout_full_s", 24 * 3600))
-    print(f"[{entry['id']}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
+    print(f"[{name}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
     start = time.time()
     try:
         # progress bars are for interactive use; the kernel inherits these variables
-        with patched_environ(TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1"):
+        with patched_environ(TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **(environ or {})):
             pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
                                 cwd=str(root / "notebooks"), execution_timeout=timeout, progress_bar=False,
                                 log_output=False)
@@ -139,18 +165,55 @@ def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir
     finally:
         source_nb.unlink(missing_ok=True)
     seconds = time.time() - start
-    executed = nbformat.read(out_nb, as_version=4)
-    for cell in executed.cells:   # papermill's injected cell holds machine paths: keep it out of the book
-        tags = cell.metadata.get("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            cell.metadata["tags"] = [*tags, "remove-cell"]
-    nbformat.write(executed, out_nb)
+    _hide_injected_cell(out_nb)
     status = "within" if seconds <= entry["budget_s"] else "OVER"
-    print(f"[{entry['id']}] done in {seconds:.0f} s ({status} its {entry['budget_s']} s budget)", flush=True)
+    print(f"[{name}] done in {seconds:.0f} s ({status} its {entry['budget_s']} s budget)", flush=True)
     if book_dir is not None:
         (book_dir / "chapters").mkdir(parents=True, exist_ok=True)
         shutil.copy(out_nb, book_dir / "chapters" / f"{entry['id']}.ipynb")
     return seconds
+
+
+def _hide_injected_cell(out_nb: Path) -> None:
+    """papermill's injected cell holds machine paths: keep it out of the book."""
+    import nbformat
+
+    executed = nbformat.read(out_nb, as_version=4)
+    for cell in executed.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(executed, out_nb)
+
+
+#: The tag of the cell after which a chapter's shard stops (the cell that trains its grid).
+SHARD_END_TAG = "shard-end"
+
+
+def run_shard(chapter: str, shard: str, *, scale: str = "full", device: str = "auto", build_dir: Path | None = None,
+              params: dict[str, Any] | None = None, root: Path | None = None) -> float:
+    """Execute ``chapter`` up to its cell tagged ``shard-end`` as shard ``i/n`` of its training grid.
+
+    ``ANATOMY_KIT_SHARD=i/n`` is exported to the kernel, so :func:`anatomy_kit.lm.train_many` (and
+    chapter 5's ``RuleGrid.train``) trains only this shard's runs, each into its checkpoint folder
+    under ``build_dir`` (shared by all shards). The executed notebook is
+    ``<build>/notebooks/<chapter>.shard-<i>-of-<n>.ipynb``; nothing is copied into the book and no
+    metrics are written. When every shard has finished, ``reproduce`` of the chapter with the same
+    parameters and build folder finds every checkpoint finished and only collects.
+    """
+    from ..lm.shards import SHARD_ENV, parse_shard
+
+    part = parse_shard(shard)
+    if part is None:
+        raise AnatomyKitError("shard='' names no shard; give 'i/n' with 0 <= i < n")
+    check_choice("scale", scale, ("smoke", "full"))
+    root = root or project_root()
+    manifest = {c["id"]: c for c in chapter_manifest(root)}
+    check_choice("chapter", chapter, manifest)
+    build_dir = (Path(build_dir) if build_dir is not None else root / "build").resolve()
+    return execute_chapter(manifest[chapter], scale=scale, device=device, build_dir=build_dir, book_dir=None,
+                           params=params, root=root, stop_at_tag=SHARD_END_TAG, environ={SHARD_ENV: str(part)},
+                           name=f"{chapter}.shard-{part.index}-of-{part.count}")
 
 
 def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path | None = None,

@@ -20,7 +20,7 @@ import warnings
 from ..manifest import corpus_entries
 from ..validate import AnatomyKitError, check_choice
 
-__all__ = ["python_docs_text", "corpus_sha256", "load_corpus"]
+__all__ = ["python_docs_text", "corpus_sha256", "load_corpus", "hub_stream"]
 
 
 def python_docs_text() -> tuple[list[str], list[str]]:
@@ -68,13 +68,47 @@ def load_corpus(name: str = "python-docs", *, max_documents: int | None = None):
     # Hub corpus: stream by id, keep the first documents (deterministic order of the hub split).
     n = max_documents or entry["default_documents"]
     try:
-        stream = datasets.load_dataset(entry["hub_id"], entry.get("config"), split=entry["split"], streaming=True)
-        rows = [r for _, r in zip(range(n), stream)]
+        rows = list(hub_stream(name, max_rows=n))
+    except AnatomyKitError:
+        raise
     except Exception as err:  # network, auth, or missing cache
-        raise AnatomyKitError(
-            f"corpus {name!r} ({entry['hub_id']}) could not be loaded: {err.__class__.__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}; offline, use corpus='python-docs'") from err
+        raise _unreachable(name, entry, err) from err
+    return datasets.Dataset.from_dict({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]})
+
+
+def _unreachable(name: str, entry: dict, err: Exception) -> AnatomyKitError:
+    first = str(err).splitlines()[0] if str(err) else ""
+    return AnatomyKitError(f"corpus {name!r} ({entry['hub_id']}) could not be loaded: {err.__class__.__name__}: "
+                           f"{first}; offline, use corpus='python-docs' or populate the Hugging Face cache")
+
+
+def hub_stream(name: str, *, max_rows: int | None = None):
+    """A hub corpus as a streamed ``datasets.IterableDataset`` of ``{"id", "text"}`` rows (chapters 1, 5).
+
+    ``datasets.load_dataset(hub_id, config, split=..., streaming=True)`` with the manifest's id,
+    config and split: online it reads the hub's files as it goes; with ``HF_HUB_OFFLINE=1`` it
+    reads the copy in the ``datasets`` cache (``HF_DATASETS_CACHE``) that an earlier
+    ``load_dataset`` left there. ``max_rows`` takes the first rows of the split; a row's ``id`` is
+    the corpus's own id column or, where it has none (OpenWebText, WikiText), the row's index in
+    the split; empty texts are dropped.
+    """
+    import datasets
+
+    entries = corpus_entries()
+    check_choice("corpus", name, entries)
+    entry = entries[name]
+    if entry["kind"] != "hub":
+        raise AnatomyKitError(f"corpus {name!r} is not a hub corpus; load it with load_corpus({name!r})")
     key = entry.get("text_field", "text")
-    texts = [r[key] for r in rows if r[key].strip()]
-    ids = [str(r.get("id", i)) for i, r in enumerate(rows) if r[key].strip()]
-    return datasets.Dataset.from_dict({"id": ids, "text": texts})
+    try:
+        stream = datasets.load_dataset(entry["hub_id"], entry.get("config"), split=entry["split"], streaming=True)
+    except Exception as err:  # network, auth, or missing cache
+        raise _unreachable(name, entry, err) from err
+    if max_rows is not None:
+        stream = stream.take(int(max_rows))
+
+    def as_document(row: dict, index: int) -> dict:
+        return {"id": str(row.get("id", index)), "text": row[key]}
+
+    stream = stream.map(as_document, with_indices=True, remove_columns=list(stream.column_names or []) or None)
+    return stream.filter(lambda row: bool(row["text"].strip()))

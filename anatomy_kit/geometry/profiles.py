@@ -19,7 +19,11 @@ SCHEMA = "anatomy_kit/work-profiles/1"
 
 @dataclass
 class ProfileBundle:
-    """What :func:`load_profiles` returns: the profiles, per-layer diagnostics, and metadata."""
+    """What :func:`load_profiles` returns: the profiles, per-layer diagnostics (L,) each, and metadata.
+
+    ``residual_norm_growth`` is whatever was saved; :func:`anatomy_kit.geometry.measure_work`
+    saves the *difference* ``mean ‖y‖ − ‖x‖`` (and the ratio in ``meta["residual_norm_ratio"]``).
+    """
 
     profiles: WorkProfiles
     meta: dict

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .layers import decoder_layers, final_norm, hidden_of
-from ..validate import AnatomyKitError, check_finite, check_int
+from ..validate import AnatomyKitError, check_int
 
 
 @dataclass
@@ -52,27 +52,95 @@ def make_batches(blocks: torch.Tensor, batch_size: int, device: torch.device | s
     return out
 
 
-def head_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int = 512) -> torch.Tensor:
+def head_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int = 1024,
+             vocab_chunk: int = 4096) -> torch.Tensor:
     """Summed next-token NLL from *final-normed* hidden states (B, T, d) and labels (B, T).
 
-    Logits are computed only at positions that have a target, ``chunk`` rows at a time
-    (a (chunk, vocab) block stays in cache; the full (tokens, vocab) matrix never exists),
-    in float32.
+    Logits are computed only at positions that have a target, in float32, in blocks of ``chunk``
+    positions × ``vocab_chunk`` vocabulary entries folded into a running softmax normaliser (an
+    online softmax), so the (tokens, vocab) matrix never exists and every block stays
+    in cache (on a CPU this halves the head's time against one full-logits matmul plus
+    ``cross_entropy``; the numbers agree to float rounding). Gemma's final logit softcapping is
+    applied. Differentiable (chapter 2 fine-tunes through it). A non-finite logit that matters
+    (NaN, +inf, or −inf at a target) is an :class:`AnatomyKitError`.
     """
+    return row_nll(model, hidden, labels, chunk, vocab_chunk).sum()   # = the sum of the rows' sums, exactly
+
+
+def row_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int = 1024,
+            vocab_chunk: int = 4096) -> torch.Tensor:
+    """Summed next-token NLL of each row ``(B,)``, computed like :func:`head_nll` in one pass over the batch.
+
+    Per-block statistics (chapter 1's paired intervals) need one sum per row; calling
+    :func:`head_nll` row by row would stream the LM head's weights once per row. ``head_nll`` is
+    the sum of these, so per-block and total numbers always agree to the last bit.
+    """
+    rows = torch.zeros(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+    for nll, row in _target_nll(model, hidden, labels, chunk, vocab_chunk):
+        rows = rows.index_add(0, row, nll)
+    return rows
+
+
+def _target_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int, vocab_chunk: int):
+    """Yield (NLL of each scored position (n,), its row (n,)) for ``chunk`` scored positions at a time."""
     target = labels[:, 1:]
     keep = target != -100
     h = hidden[:, :-1][keep]                       # (n_targets, d)
     y = target[keep]                               # (n_targets,)
+    row_of = torch.arange(target.shape[0], device=target.device)[:, None].expand_as(target)[keep]
     head = model.get_output_embeddings()
     cap = getattr(model.config, "final_logit_softcapping", None)   # Gemma 2/3 squash their logits
-    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    weight = getattr(head, "weight", None)
+    if not (isinstance(weight, torch.Tensor) and weight.ndim == 2 and weight.shape[1] == h.shape[-1]):
+        weight = None                              # an unusual head: call it on whole rows
+    bias = getattr(head, "bias", None) if weight is not None else None
     for i in range(0, len(y), chunk):
-        logits = head(h[i:i + chunk]).float()      # (chunk, vocab)
-        if cap:
-            logits = cap * torch.tanh(logits / cap)
-        check_finite("logits", logits)
-        total += nn.functional.cross_entropy(logits, y[i:i + chunk], reduction="sum")
-    return total
+        rows, tgt = h[i:i + chunk], y[i:i + chunk]
+        if weight is None:
+            nll = _block_nll(head(rows).float(), tgt, cap)
+        else:
+            nll = _blocked_nll(rows, tgt, weight, bias, cap, vocab_chunk)
+        if not bool(torch.isfinite(nll).all()):
+            raise AnatomyKitError(f"logits hold non-finite values (NaN or inf) at {int((~torch.isfinite(nll)).sum())} "
+                                  f"of {len(tgt)} scored positions")
+        yield nll, row_of[i:i + chunk]
+
+
+def _capped(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    return cap * torch.tanh(logits / cap) if cap else logits
+
+
+def _block_nll(logits: torch.Tensor, y: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """Per-row NLL (n,) from whole-vocabulary logits (n, V)."""
+    logits = _capped(logits, cap)
+    return torch.logsumexp(logits, dim=1) - logits.gather(1, y[:, None]).squeeze(1)
+
+
+def _blocked_nll(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                 cap: float | None, vocab_chunk: int) -> torch.Tensor:
+    """Per-row NLL (n,) of rows ``h`` (n, d) under the head ``weight`` (V, d), vocabulary block by block.
+
+    An online softmax: a running maximum ``m`` and the running sum ``s`` of ``exp(logit − m)``, so
+    that ``NLL = (m − logit_target) + log s`` keeps float32's precision on the (small) difference,
+    as ``cross_entropy``'s log-softmax does. ``m`` is detached: the gradient through it is zero.
+    """
+    m = s = None
+    tgt = torch.zeros(len(y), dtype=torch.float32, device=h.device)
+    for j in range(0, weight.shape[0], vocab_chunk):
+        w = weight[j:j + vocab_chunk]
+        logits = _capped(nn.functional.linear(h, w, None if bias is None else bias[j:j + vocab_chunk]).float(), cap)
+        block_max = logits.detach().amax(dim=1)                               # (n,)
+        if m is None:
+            m = block_max
+            s = torch.exp(logits - m[:, None]).sum(dim=1)
+        else:
+            new_m = torch.maximum(m, block_max)
+            s = s * torch.exp(m - new_m) + torch.exp(logits - new_m[:, None]).sum(dim=1)
+            m = new_m
+        inside = (y >= j) & (y < j + len(w))
+        picked = logits.gather(1, (y - j).clamp(0, len(w) - 1)[:, None]).squeeze(1)
+        tgt = tgt + torch.where(inside, picked, torch.zeros_like(picked))
+    return (m - tgt) + torch.log(s)
 
 
 def nll_full(model: nn.Module, batch: Batch) -> torch.Tensor:
@@ -112,15 +180,22 @@ class PrefixCache:
     calls: list[list[LayerCall]] = field(default_factory=list)   # [batch][layer]
     baseline_nll: float = 0.0
     n_targets: int = 0
+    baseline_rows: list[torch.Tensor] = field(default_factory=list)   # [batch] summed NLL per row (B,)
 
     @property
     def baseline_ppl(self) -> float:
         return math.exp(self.baseline_nll / self.n_targets)
 
+    def baseline_block_nll(self) -> "np.ndarray":
+        """The unchanged model's summed NLL of every block (row of every batch), in order; shape (N,)."""
+        import numpy as np
+
+        return np.concatenate([r.detach().cpu().numpy() for r in self.baseline_rows]).astype(float)
+
 
 @torch.no_grad()
 def capture_prefix(model: nn.Module, batches: list[Batch]) -> PrefixCache:
-    """Run the unchanged model once per batch, recording every decoder layer's input."""
+    """Run the unchanged model once per batch, recording every decoder layer's input and every row's NLL."""
     layers = decoder_layers(model)
     cache = PrefixCache(batches=batches)
     for batch in batches:
@@ -137,7 +212,10 @@ def capture_prefix(model: nn.Module, batches: list[Batch]) -> PrefixCache:
         handles = [layer.register_forward_pre_hook((lambda i: lambda m, a, k: grab(i, m, a, k))(i), with_kwargs=True)
                    for i, layer in enumerate(layers)]
         try:
-            cache.baseline_nll += float(nll_full(model, batch))
+            out = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+            rows = row_nll(model, out.last_hidden_state, batch.labels)          # (B,), one pass of the head
+            cache.baseline_rows.append(rows)
+            cache.baseline_nll += float(rows.sum())
         finally:
             for h in handles:
                 h.remove()

@@ -17,7 +17,6 @@ Introduced in chapter 1 (*The ablation map*).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
@@ -29,6 +28,7 @@ import torch
 from ..jsonio import write_json
 from ..manifest import model_entries
 from ..validate import AnatomyKitError, check_choice
+from ..checksums import sha256_of
 
 EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct-q4_1")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -53,15 +53,6 @@ def cache_dir() -> Path:
     """Where converted models live: ``$ANATOMY_KIT_CACHE`` or ``~/.cache/anatomy_kit``."""
     root = os.environ.get("ANATOMY_KIT_CACHE") or Path.home() / ".cache" / "anatomy_kit"
     return Path(root)
-
-
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def resolve_device(device: str) -> torch.device:

@@ -22,21 +22,14 @@ import torch
 
 from ..jsonio import read_json, require_fields, write_json
 from ..validate import AnatomyKitError
+from ..checksums import sha256_of
 
 __all__ = ["CHECKPOINT_NAME", "save_checkpoint", "load_checkpoint", "has_checkpoint", "rng_state", "set_rng_state",
-           "state_digest", "model_tensors"]
+           "state_digest", "model_tensors", "load_trained"]
 
 CHECKPOINT_NAME = "checkpoint.json"
 _FIELDS = ("identity", "tensor_file", "tensor_sha256", "step", "data_position", "loss_curve", "eval_curve",
            "optimizer", "scheduler", "rng")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def state_digest(model: torch.nn.Module) -> str:
@@ -98,25 +91,31 @@ def _join_optimizer(tensors: dict[str, torch.Tensor], doc: dict) -> dict:
     return {"state": state, "param_groups": groups}
 
 
-def save_checkpoint(folder: str | os.PathLike, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    scheduler: Any, identity: dict, step: int, data_position: int,
-                    loss_curve: list, eval_curve: list) -> Path:
-    """Write a checkpoint into ``folder`` (see the module docstring); return the JSON path."""
+def save_checkpoint(folder: str | os.PathLike, *, scheduler: Any, identity: dict, step: int, data_position: int,
+                    loss_curve: list, eval_curve: list, model: torch.nn.Module | None = None,
+                    optimizer: torch.optim.Optimizer | None = None, model_state: dict | None = None,
+                    optimizer_state: dict | None = None) -> Path:
+    """Write a checkpoint into ``folder`` (see the module docstring); return the JSON path.
+
+    The model and optimiser states are ``model.state_dict()`` / ``optimizer.state_dict()``, or given
+    directly (``model_state``/``optimizer_state``: full states gathered from a sharded model).
+    """
     from safetensors.torch import save_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    opt_tensors, opt_doc = _split_optimizer(optimizer.state_dict())
+    model_state = model.state_dict() if model_state is None else model_state
+    opt_tensors, opt_doc = _split_optimizer(optimizer.state_dict() if optimizer_state is None else optimizer_state)
     rng_tensors, rng_doc = rng_state()
     tensors, seen = {}, set()
-    for k, v in model.state_dict().items():      # tied weights appear twice: store independent copies
+    for k, v in model_state.items():             # tied weights appear twice: store independent copies
         v = v.detach().cpu().contiguous()
         tensors[f"model.{k}"] = v.clone() if v.data_ptr() in seen else v
         seen.add(v.data_ptr())
     tensors.update({k: v.detach().cpu().contiguous() for k, v in {**opt_tensors, **rng_tensors}.items()})
     name = f"state-{step:08d}-{os.getpid()}.safetensors"
     save_file(tensors, str(folder / name))
-    doc = {"identity": identity, "tensor_file": name, "tensor_sha256": _sha256(folder / name), "step": int(step),
+    doc = {"identity": identity, "tensor_file": name, "tensor_sha256": sha256_of(folder / name), "step": int(step),
            "data_position": int(data_position), "loss_curve": loss_curve, "eval_curve": eval_curve,
            "optimizer": opt_doc, "scheduler": scheduler.state_dict(), "rng": rng_doc}
     path = write_json(folder / CHECKPOINT_NAME, doc, indent=None)
@@ -143,7 +142,7 @@ def load_checkpoint(folder: str | os.PathLike) -> tuple[dict, dict]:
     path = folder / CHECKPOINT_NAME
     doc = require_fields(read_json(path, what="training checkpoint"), _FIELDS, path=path, what="training checkpoint")
     tensor_path = folder / doc["tensor_file"]
-    if not tensor_path.exists() or _sha256(tensor_path) != doc["tensor_sha256"]:
+    if not tensor_path.exists() or sha256_of(tensor_path) != doc["tensor_sha256"]:
         raise AnatomyKitError(f"checkpoint {path} names {doc['tensor_file']}, which is missing or does not match its "
                               "sha256; delete the folder to start over")
     tensors = load_file(str(tensor_path), device="cpu")
@@ -157,3 +156,18 @@ def load_checkpoint(folder: str | os.PathLike) -> tuple[dict, dict]:
 def model_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The model's ``state_dict`` inside a checkpoint's tensors."""
     return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+def load_trained(model: torch.nn.Module, checkpoint_dir: str | os.PathLike) -> torch.nn.Module:
+    """Load the weights :func:`train` saved in ``checkpoint_dir`` into ``model`` (same shapes); eval mode."""
+    if not has_checkpoint(checkpoint_dir):
+        raise AnatomyKitError(f"no checkpoint in {checkpoint_dir}; train with checkpoint_dir={str(checkpoint_dir)!r} first")
+    _, tensors = load_checkpoint(checkpoint_dir)
+    state = model_tensors(tensors)
+    own = model.state_dict()
+    bad = sorted(k for k in own if k not in state or tuple(state[k].shape) != tuple(own[k].shape))
+    if bad:
+        raise AnatomyKitError(f"checkpoint in {checkpoint_dir} holds another model: parameters {bad[:4]} are missing "
+                              "or differ in shape")
+    model.load_state_dict(state)
+    return model.eval()

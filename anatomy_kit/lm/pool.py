@@ -1,4 +1,4 @@
-"""Independent training runs side by side in worker processes (chapters 3, 5 and 6)."""
+"""Independent training runs side by side in worker processes, or one shard of them (chapters 3, 5 and 6)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from torch import nn
 
 from ..validate import AnatomyKitError, check_int
 from .model import LMConfig, build_lm
+from .shards import Shard, current_shard
 from .train import TrainConfig, TrainResult, train
 
 __all__ = ["train_many", "as_job"]
@@ -47,7 +48,7 @@ def _cpu_count() -> int:
 
 def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch.Tensor,
                *, processes: int | None = None, threads_per_process: int = 1,
-               verbose: bool = True) -> list[TrainResult]:
+               verbose: bool = True, shard: str | Shard | None = None) -> list[TrainResult | None]:
     """Run independent :func:`~anatomy_kit.lm.train.train` calls side by side in worker processes (chapter 5).
 
     Each job is ``(builder, TrainConfig[, trainable])`` (see :func:`as_job`): the builder makes the
@@ -59,40 +60,52 @@ def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch
     threads (each step is too short to amortise the threads' synchronisation). Every worker
     sets ``torch.set_num_threads(threads_per_process)``; results come back in job order with
     ``model=None`` (use ``checkpoint_dir`` to keep the weights). ``processes=1`` runs in this
-    process, handy for debugging. ``verbose`` prints a line as each run finishes. A run's numbers depend only on
+    process, handy for debugging (and forced under ``torchrun``, where every rank runs every job
+    together). ``verbose`` prints a line as each run finishes. A run's numbers depend only on
     its configuration and the thread count, not on which process ran it.
+
+    ``shard`` (``"i/n"``, default ``$ANATOMY_KIT_SHARD``; :mod:`.shards`) runs only the jobs at
+    positions ``k`` with ``k mod n == i`` and returns ``None`` in the other places: one machine's
+    share of a grid whose jobs checkpoint into a shared folder.
     """
     if not jobs:
         return []
     jobs = [as_job(j) for j in jobs]
+    part = current_shard(shard)
+    mine = part.positions(len(jobs)) if part is not None else list(range(len(jobs)))
     processes = check_int("processes", processes if processes is not None else _cpu_count(), minimum=1)
     threads = check_int("threads_per_process", threads_per_process, minimum=1)
-    if processes == 1:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        processes = 1
+    if part is not None and verbose:
+        print(f"shard {part}: {len(mine)} of {len(jobs)} runs (positions {mine[:8]}{'…' if len(mine) > 8 else ''})",
+              flush=True)
+    work = [(k, (jobs[k][0], train_blocks, eval_blocks, jobs[k][1], threads, jobs[k][2])) for k in mine]
+    results: list[TrainResult | None] = [None] * len(jobs)
+    if processes == 1 or len(work) <= 1:
         before = torch.get_num_threads()
         try:
-            out = []
-            for b, c, t in jobs:
-                out.append(_train_worker((b, train_blocks, eval_blocks, c, threads, t)))
-                if verbose:
-                    r = out[-1]
-                    print(f"[{len(out)}/{len(jobs)}] {c.desc}: eval loss {r.final_eval_loss:.4f}, "
-                          f"{r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)
-            return out
+            for k, args in work:
+                results[k] = _train_worker(args)
+                _report(verbose, results, k, jobs, len(work))
         finally:
             torch.set_num_threads(before)
+        return results
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # "spawn": a fresh interpreter per worker; forking a process whose OpenMP threads have run can hang.
-    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_train_worker, (b, train_blocks, eval_blocks, c, threads, t)): i
-                   for i, (b, c, t) in enumerate(jobs)}
-        results: list[TrainResult | None] = [None] * len(jobs)
+    with ProcessPoolExecutor(max_workers=min(processes, len(work)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_train_worker, args): k for k, args in work}
         for fut in as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
-            if verbose:
-                r = results[i]
-                print(f"[{sum(x is not None for x in results)}/{len(jobs)}] {jobs[i][1].desc}: "
-                      f"eval loss {r.final_eval_loss:.4f}, {r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)
-        return results  # type: ignore[return-value]
+            k = futures[fut]
+            results[k] = fut.result()
+            _report(verbose, results, k, jobs, len(work))
+    return results
+
+
+def _report(verbose: bool, results: list, k: int, jobs: list, n_work: int) -> None:
+    if verbose:
+        r = results[k]
+        print(f"[{sum(x is not None for x in results)}/{n_work}] {jobs[k][1].desc}: eval loss {r.final_eval_loss:.4f}, "
+              f"{r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)

@@ -10,7 +10,12 @@ cloned model, a partly frozen one — its token blocks and a :class:`TrainConfig
   states, step, data position) and exact resume; a checkpoint is only resumed by the same run
   (same starting weights, settings, trainable set and data shapes);
 - on CPU two runs with the same seed are bit-identical, and a run stopped after any checkpoint
-  and resumed reaches the same final loss.
+  and resumed reaches the same final loss;
+- on CUDA: TF32 matmuls, fused AdamW, bf16 autocast (``precision="bf16"``), optional
+  ``torch.compile`` and activation checkpointing (:mod:`.speed`); the result reports tokens/s,
+  achieved FLOP/s and MFU against the device's peak;
+- under ``torchrun``: DistributedDataParallel (or FSDP) with the same global batch as one process
+  (:mod:`.distributed`).
 
 The model maps token ids ``(B, T)`` to logits ``(B, T, V)`` (a Hugging Face output with
 ``.logits`` is accepted too); the loop computes the next-token cross-entropy itself.
@@ -31,8 +36,12 @@ from torch import nn
 from ..hf.surgery import requires_grad_only
 from ..progress import progress_bar, progress_enabled
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
+from . import distributed as dist_
 from .batches import batch_indices, check_blocks, rows_of as _rows
-from .checkpoint import has_checkpoint, load_checkpoint, model_tensors, save_checkpoint, set_rng_state, state_digest
+from .loss import evaluate, logits_of
+from .checkpoint import (has_checkpoint, load_checkpoint, load_trained, model_tensors, save_checkpoint,
+                         set_rng_state, state_digest)
+from .speed import activation_checkpointing, device_name, fast_matmuls, flops_per_token, make_optimizer, utilisation
 
 __all__ = ["TrainConfig", "TrainResult", "train", "load_trained", "lr_at", "batch_indices", "evaluate",
            "check_blocks", "logits_of", "select_parameters"]
@@ -49,7 +58,14 @@ class TrainConfig:
     ``precision="bf16"`` runs forward and backward under ``torch.autocast`` (GPU runs).
     ``stop_after`` ends the call after that many *total* steps (a deliberate interruption; a later
     call with the same ``checkpoint_dir`` resumes). ``eval_batches`` caps the evaluation
-    (``None``: every eval block).
+    (``None``: every eval block). ``data_start`` is the data position of the first step, so a
+    later phase of a phased run (chapter 3) reads the batches a single run would read there.
+
+    Speed (none of these enters a checkpoint's identity): ``tf32`` allows TF32 matmuls on CUDA;
+    ``compile`` runs the training step's forward through ``torch.compile``;
+    ``activation_checkpointing`` recomputes layer activations in the backward pass (same numbers,
+    less memory); ``fsdp`` shards the model over the processes of a ``torchrun`` launch instead of
+    replicating it (DistributedDataParallel).
     """
 
     steps: int
@@ -71,6 +87,11 @@ class TrainConfig:
     desc: str = "train"
     grad_accum: int = 1
     precision: str = "fp32"
+    data_start: int = 0
+    tf32: bool = True
+    compile: bool = False
+    activation_checkpointing: bool = False
+    fsdp: bool = False
 
     def validate(self) -> "TrainConfig":
         check_int("steps", self.steps, minimum=1)
@@ -92,6 +113,10 @@ class TrainConfig:
             check_int("stop_after", self.stop_after, minimum=1)
         check_int("grad_accum", self.grad_accum, minimum=1)
         check_choice("precision", self.precision, ("fp32", "bf16"))
+        check_int("data_start", self.data_start, minimum=0)
+        for flag in ("tf32", "compile", "activation_checkpointing", "fsdp"):
+            if not isinstance(getattr(self, flag), bool):
+                raise AnatomyKitError(f"{flag}={getattr(self, flag)!r} must be True or False")
         return self
 
     def fingerprint(self) -> dict:
@@ -99,6 +124,7 @@ class TrainConfig:
         keys = ("steps", "batch_size", "lr", "warmup", "weight_decay", "seed", "min_lr_ratio", "betas", "grad_clip",
                 "grad_accum", "precision")
         d = asdict(self)
+        keys += ("data_start",) if self.data_start else ()   # absent when 0: older checkpoints still resume
         return {k: (list(d[k]) if isinstance(d[k], tuple) else d[k]) for k in keys}
 
 
@@ -111,7 +137,10 @@ class TrainResult:
     ``tokens_per_s``: training tokens per second of optimiser-step time in this call
     (evaluation and checkpoint writes excluded; ``nan`` if the call found the run finished in its
     checkpoint); ``wall_s``: the whole call; ``n_params``: every parameter of the model (tied
-    ones once); ``trainable``: the names of those that received gradients.
+    ones once); ``trainable``: the names of those that received gradients. ``flops_per_s``: the
+    model's training FLOPs per second of step time (:func:`.speed.flops_per_token`); ``mfu``: that
+    over the dense peak of the devices used (``None`` on a CPU or an unknown GPU); ``device``: the
+    device's name; ``world_size``: processes that trained together.
     """
 
     loss_curve: list[tuple[int, float]]
@@ -125,6 +154,10 @@ class TrainResult:
     wall_s: float
     model: nn.Module | None = field(default=None, repr=False)
     trainable: list[str] = field(default_factory=list)   # names of the parameters that trained
+    flops_per_s: float = float("nan")
+    mfu: float | None = None
+    device: str = "cpu"
+    world_size: int = 1
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -135,37 +168,6 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     progress = min(1.0, (step - cfg.warmup) / span)
     floor = cfg.min_lr_ratio * cfg.lr
     return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, blocks: torch.Tensor, batch_size: int, max_batches: int | None = None,
-             device: str = "cpu") -> float:
-    """Mean next-token cross-entropy of ``model`` on ``blocks`` ``(N, T+1)`` (chapter 5)."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    n_batches = math.ceil(blocks.shape[0] / batch_size)
-    if max_batches is not None:
-        n_batches = min(n_batches, max_batches)
-    for b in range(n_batches):
-        chunk = _rows(blocks, torch.arange(b * batch_size, min((b + 1) * batch_size, blocks.shape[0]))).to(device)
-        logits = logits_of(model(chunk[:, :-1]))
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), chunk[:, 1:].reshape(-1), reduction="sum")
-        total += float(loss)
-        count += chunk[:, 1:].numel()
-    model.train(was_training)
-    return total / count
-
-
-def logits_of(output: Any) -> torch.Tensor:
-    """Logits ``(B, T, V)`` from a model's output: a tensor, a ``(logits, loss)`` pair or an object with ``.logits``."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return output[0]
-    if hasattr(output, "logits"):
-        return output.logits
-    raise AnatomyKitError(f"cannot find logits in a model output of type {type(output).__name__}")
 
 
 def _limits(model: nn.Module) -> tuple[int, int]:
@@ -203,14 +205,6 @@ def select_parameters(model: nn.Module, trainable: Callable[[str], bool] | Itera
     return chosen
 
 
-def _make_optimizer(params: dict[str, nn.Parameter], cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for p in params.values() if p.ndim >= 2]
-    no_decay = [p for p in params.values() if p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # foreach=False: the single-tensor path is bit-reproducible and, for small models on CPU, as fast.
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=False)
-
-
 @dataclass
 class _Progress:
     """Where a run stands: optimiser steps done, data position, curves so far."""
@@ -222,16 +216,46 @@ class _Progress:
     resumed_from: int = 0
 
 
-def _resume(ckpt_dir, identity: dict, model: nn.Module, opt, sched) -> _Progress:
+@dataclass
+class _Session:
+    """What one call of :func:`train` works with: the model (``step_model`` is what the step runs:
+    the model, its DDP wrapper or its compiled form), optimiser, schedule, this process's place."""
+
+    model: nn.Module
+    step_model: nn.Module
+    opt: torch.optim.Optimizer
+    sched: Any
+    params: dict[str, nn.Parameter]
+    names: list[str]                  # optimised parameters in the optimiser's order
+    cfg: TrainConfig
+    device: torch.device
+    ctx: dist_.Distributed
+    identity: dict
+
+
+def _start(model: nn.Module, cfg: TrainConfig, device: torch.device, ctx: dist_.Distributed, trainable,
+           identity: dict) -> _Session:
+    """Wrap the model for this launch, build optimiser and schedule (after FSDP has sharded the weights)."""
+    step_model = dist_.wrap(model, ctx, device)
+    params = select_parameters(model, trainable)
+    opt = make_optimizer(params, cfg.lr, cfg.betas, cfg.weight_decay, device)
+    names = [n for n, p in params.items() if p.ndim >= 2] + [n for n, p in params.items() if p.ndim < 2]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, cfg) / cfg.lr)
+    if cfg.compile:
+        step_model = torch.compile(step_model)
+    return _Session(model, step_model, opt, sched, params, names, cfg, device, ctx, identity)
+
+
+def _resume(run: _Session) -> _Progress:
+    ckpt_dir = run.cfg.checkpoint_dir
     if not has_checkpoint(ckpt_dir):
-        return _Progress()
+        return _Progress(position=run.cfg.data_start)
     doc, tensors = load_checkpoint(ckpt_dir)
-    if json_key(doc["identity"]) != json_key(identity):
+    if json_key(doc["identity"]) != json_key(run.identity):
         raise AnatomyKitError(f"checkpoint in {ckpt_dir} was written by a different run (starting weights, settings, "
                               "trainable parameters or data shapes differ); use another checkpoint_dir or delete it")
-    model.load_state_dict(model_tensors(tensors))
-    opt.load_state_dict(doc["optimizer_state"])
-    sched.load_state_dict(doc["scheduler"])
+    dist_.load_full_states(run.model, run.opt, model_tensors(tensors), doc["optimizer_state"], run.ctx, run.names)
+    run.sched.load_state_dict(doc["scheduler"])
     set_rng_state(tensors, doc["rng"])
     return _Progress(doc["step"], doc["data_position"], doc["loss_curve"], doc["eval_curve"], doc["step"])
 
@@ -242,23 +266,29 @@ def json_key(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
 
 
-def _one_step(model, opt, sched, params, train_blocks, prog: _Progress, cfg: TrainConfig, device) -> float:
-    """One optimiser step over ``grad_accum`` micro-batches; returns the mean train loss."""
-    opt.zero_grad(set_to_none=True)
-    loss_value = 0.0
+def _one_step(run: _Session, train_blocks, prog: _Progress) -> float:
+    """One optimiser step over ``grad_accum`` micro-batches; returns the mean train loss (over ranks too)."""
+    cfg, device = run.cfg, run.device
+    run.opt.zero_grad(set_to_none=True)
+    losses = []
     n, bs = train_blocks.shape[0], cfg.batch_size
     for _ in range(cfg.grad_accum):
-        batch = _rows(train_blocks, batch_indices(prog.position, bs, n, cfg.seed)).to(device)
+        rows = dist_.local_rows(batch_indices(prog.position, bs, n, cfg.seed), run.ctx)
+        batch = _rows(train_blocks, rows).to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
-            logits = logits_of(model(batch[:, :-1]))
+            logits = logits_of(run.step_model(batch[:, :-1]))
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
         (loss / cfg.grad_accum if cfg.grad_accum > 1 else loss).backward()
-        loss_value += float(loss.detach()) / cfg.grad_accum
+        losses.append(loss.detach())
         prog.position += bs
+    loss_value = 0.0
+    for x in losses:                  # read back after every micro-batch was queued: no stall on a GPU
+        loss_value += float(x) / cfg.grad_accum
+    loss_value = dist_.mean_over_ranks([loss_value], run.ctx)[0]
     if cfg.grad_clip is not None:
-        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg.grad_clip, foreach=False)
-    opt.step()
-    sched.step()
+        torch.nn.utils.clip_grad_norm_(list(run.params.values()), cfg.grad_clip, foreach=False)
+    run.opt.step()
+    run.sched.step()
     prog.step += 1
     if not math.isfinite(loss_value):
         raise AnatomyKitError(f"training loss became {loss_value} at step {prog.step}; lower lr={cfg.lr}")
@@ -269,55 +299,66 @@ def train(model: nn.Module, train_blocks: Any, eval_blocks: Any, config: TrainCo
           trainable: Callable[[str], bool] | Iterable[str] | None = None) -> TrainResult:
     """Train ``model`` in place on ``train_blocks`` and evaluate on ``eval_blocks`` (chapters 3, 5, 6).
 
-    ``train_blocks``/``eval_blocks``: integer tensors ``(N, T+1)`` (or numpy arrays / memmaps, read a
-    batch at a time); inputs are ``[:, :-1]``, targets ``[:, 1:]``. The data order comes from
-    :func:`batch_indices` (seeded by ``config.seed``); the weights are whatever ``model`` holds (build
-    it with :func:`anatomy_kit.lm.model.build_lm` for a seeded fresh model). ``trainable`` freezes
-    the rest (:func:`select_parameters`). If ``config.checkpoint_dir`` holds a checkpoint of this
-    same run, training continues from it. The model is returned in ``result.model``.
+    ``train_blocks``/``eval_blocks``: integer tensors ``(N, T+1)`` (or numpy arrays / memmaps such as
+    :meth:`anatomy_kit.data.TokenFile.windows`, read a batch at a time); inputs are ``[:, :-1]``,
+    targets ``[:, 1:]``. The data order comes from :func:`batch_indices` (seeded by ``config.seed``);
+    the weights are whatever ``model`` holds (build it with :func:`anatomy_kit.lm.model.build_lm` for
+    a seeded fresh model). ``trainable`` freezes the rest (:func:`select_parameters`). If
+    ``config.checkpoint_dir`` holds a checkpoint of this same run, training continues from it.
+    Under ``torchrun`` the ranks share each step's rows (:mod:`.distributed`). The model is
+    returned in ``result.model``.
     """
     t_call = time.perf_counter()
     cfg = config.validate()
     vocab, max_len = _limits(model)
     train_blocks = check_blocks("train_blocks", train_blocks, vocab, max_len)
     eval_blocks = check_blocks("eval_blocks", eval_blocks, vocab, max_len)
-    device = torch.device(cfg.device)
+    ctx, device = dist_.join(cfg.device, cfg.fsdp)
     model.to(device)
-    params = select_parameters(model, trainable)
-    identity = {"start": state_digest(model), "train": cfg.fingerprint(), "trainable": list(params),
+    chosen = select_parameters(model, trainable)
+    identity = {"start": state_digest(model), "train": cfg.fingerprint(), "trainable": list(chosen),
                 "train_blocks": list(train_blocks.shape), "eval_blocks": list(eval_blocks.shape)}
-    with requires_grad_only(model, list(params.values())):
+    with requires_grad_only(model, list(chosen.values())), fast_matmuls(device, cfg.tf32), \
+            activation_checkpointing(model, cfg.activation_checkpointing):
         model.train()
-        opt = _make_optimizer(params, cfg)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, cfg) / cfg.lr)
-        prog = _resume(cfg.checkpoint_dir, identity, model, opt, sched)
-        steps_now, step_time = _train_loop(model, opt, sched, params, train_blocks, eval_blocks, prog, cfg, device,
-                                           identity)
+        run = _start(model, cfg, device, ctx, trainable, identity)
+        prog = _resume(run)
+        steps_now, step_time = _train_loop(run, train_blocks, eval_blocks, prog)
         final = float("nan")
         if prog.step >= cfg.steps:
-            final = evaluate(model, eval_blocks, cfg.batch_size, cfg.eval_batches, device.type)
+            final = evaluate(run.step_model, eval_blocks, cfg.batch_size, cfg.eval_batches, str(device))
             if not prog.eval_curve or prog.eval_curve[-1][0] != prog.step:
                 prog.eval_curve = prog.eval_curve + [(prog.step, final)]
-    tokens = steps_now * cfg.batch_size * cfg.grad_accum * (train_blocks.shape[1] - 1)
+    return _result(run, prog, final, steps_now, step_time, train_blocks.shape[1] - 1, time.perf_counter() - t_call)
+
+
+def _result(run: _Session, prog: _Progress, final: float, steps_now: int, step_time: float, seq_len: int,
+            wall_s: float) -> TrainResult:
+    cfg = run.cfg
+    tokens = steps_now * cfg.batch_size * cfg.grad_accum * seq_len
+    tokens_per_s = tokens / step_time if step_time > 0 else float("nan")
+    flops_per_s = tokens_per_s * flops_per_token(run.model, seq_len)
+    precision = "bf16" if cfg.precision == "bf16" else ("tf32" if cfg.tf32 else "fp32")
     return TrainResult(loss_curve=list(prog.loss_curve), eval_curve=list(prog.eval_curve), final_eval_loss=final,
-                       tokens_per_s=tokens / step_time if step_time > 0 else float("nan"), steps_done=prog.step,
-                       completed=prog.step >= cfg.steps, resumed_from=prog.resumed_from,
-                       n_params=sum(p.numel() for p in model.parameters()), wall_s=time.perf_counter() - t_call,
-                       model=model, trainable=list(params))
+                       tokens_per_s=tokens_per_s, steps_done=prog.step, completed=prog.step >= cfg.steps,
+                       resumed_from=prog.resumed_from, n_params=sum(p.numel() for p in run.model.parameters()),
+                       wall_s=wall_s, model=run.model, trainable=list(run.params), flops_per_s=flops_per_s,
+                       mfu=utilisation(flops_per_s, run.device, precision, run.ctx.world_size),
+                       device=device_name(run.device), world_size=run.ctx.world_size)
 
 
-def _train_loop(model, opt, sched, params, train_blocks, eval_blocks, prog: _Progress, cfg: TrainConfig, device,
-                identity: dict) -> tuple[int, float]:
+def _train_loop(run: _Session, train_blocks, eval_blocks, prog: _Progress) -> tuple[int, float]:
     """Steps until ``cfg.steps`` (or ``stop_after``); evaluates and checkpoints on schedule."""
+    cfg = run.cfg
     end = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
     ckpt_every = cfg.checkpoint_every or cfg.eval_every or cfg.steps
     bar = None
-    if progress_enabled(cfg.progress) and end > prog.step:
+    if run.ctx.is_main and progress_enabled(cfg.progress) and end > prog.step:
         bar = progress_bar(total=cfg.steps, initial=prog.step, desc=cfg.desc, mininterval=1.0)
     steps_now, step_time = 0, 0.0
     while prog.step < end:
         t0 = time.perf_counter()
-        loss_value = _one_step(model, opt, sched, params, train_blocks, prog, cfg, device)
+        loss_value = _one_step(run, train_blocks, prog)
         step_time += time.perf_counter() - t0
         steps_now += 1
         prog.loss_curve.append((prog.step, loss_value))
@@ -326,27 +367,20 @@ def _train_loop(model, opt, sched, params, train_blocks, eval_blocks, prog: _Pro
             if prog.step % 10 == 0:
                 bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
         if cfg.eval_every and prog.step % cfg.eval_every == 0 and prog.step < cfg.steps:
-            prog.eval_curve.append((prog.step, evaluate(model, eval_blocks, cfg.batch_size, cfg.eval_batches,
-                                                        device.type)))
+            prog.eval_curve.append((prog.step, evaluate(run.step_model, eval_blocks, cfg.batch_size, cfg.eval_batches,
+                                                        str(run.device))))
         if cfg.checkpoint_dir is not None and (prog.step % ckpt_every == 0 or prog.step == end):
-            save_checkpoint(cfg.checkpoint_dir, model=model, optimizer=opt, scheduler=sched, identity=identity,
-                            step=prog.step, data_position=prog.position, loss_curve=prog.loss_curve,
-                            eval_curve=prog.eval_curve)
+            _save(run, prog)
     if bar is not None:
         bar.close()
     return steps_now, step_time
 
 
-def load_trained(model: nn.Module, checkpoint_dir: str | os.PathLike) -> nn.Module:
-    """Load the weights :func:`train` saved in ``checkpoint_dir`` into ``model`` (same shapes); eval mode."""
-    if not has_checkpoint(checkpoint_dir):
-        raise AnatomyKitError(f"no checkpoint in {checkpoint_dir}; train with checkpoint_dir={str(checkpoint_dir)!r} first")
-    _, tensors = load_checkpoint(checkpoint_dir)
-    state = model_tensors(tensors)
-    own = model.state_dict()
-    bad = sorted(k for k in own if k not in state or tuple(state[k].shape) != tuple(own[k].shape))
-    if bad:
-        raise AnatomyKitError(f"checkpoint in {checkpoint_dir} holds another model: parameters {bad[:4]} are missing "
-                              "or differ in shape")
-    model.load_state_dict(state)
-    return model.eval()
+def _save(run: _Session, prog: _Progress) -> None:
+    """Rank 0 writes the checkpoint (FSDP: after every rank helped gather the full state); the others wait."""
+    model_state, opt_state = dist_.full_states(run.model, run.opt, run.ctx, run.names)
+    if run.ctx.is_main:
+        save_checkpoint(run.cfg.checkpoint_dir, model_state=model_state, optimizer_state=opt_state,
+                        scheduler=run.sched, identity=run.identity, step=prog.step, data_position=prog.position,
+                        loss_curve=prog.loss_curve, eval_curve=prog.eval_curve)
+    dist_.barrier(run.ctx)

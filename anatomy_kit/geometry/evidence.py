@@ -1,0 +1,160 @@
+"""The statistics chapter 4's verdicts rest on, each with its null model (chapter 4, *Geometric work*).
+
+Paper 2 makes three claims about work profiles over depth. Each is judged here against a null
+model, never by counting profiles:
+
+- *raw work tracks the residual norm*: Spearman ρ of every raw profile with the mean residual
+  norm, with an exact or permutation p-value (:func:`anatomy_kit.stats.spearman`);
+- *normalised work is front-loaded*: the share of the scale-normalised work in the first third
+  of the layers against the same share in shuffled layer orders (:func:`front_loading_null`);
+- *GW goes with sensitivity more than topology*: ρ(GW, λ) − ρ(topology, λ) against per-layer
+  swaps of the two statistics (:func:`association_difference_null`).
+
+:func:`model_evidence` computes all of them for one model's work-profiles bundle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import stats as _sps
+
+from ..stats import PermutationNull, SpearmanResult, format_p, permutation_null, spearman
+from ..validate import AnatomyKitError, check_choice, check_int, check_positive
+from .diagnostics import front_loading
+from .profiles import ProfileBundle
+
+__all__ = ["front_loading_null", "SwapNull", "association_difference_null", "ModelEvidence", "model_evidence",
+           "SCALE_FREE"]
+
+SCALE_FREE = ("spherical", "hyperbolic")
+
+
+def _profile_matrix(profiles: Any) -> np.ndarray:
+    """Profiles as columns of an (L, k) array; a mapping ``{name: (L,)}`` or one (L,) profile works too."""
+    if isinstance(profiles, Mapping):
+        profiles = np.column_stack([np.asarray(v, dtype=np.float64).reshape(-1) for v in profiles.values()])
+    p = np.asarray(profiles, dtype=np.float64)
+    p = p[:, None] if p.ndim == 1 else p
+    if p.ndim != 2 or p.shape[0] < 2 or p.shape[1] < 1:
+        raise AnatomyKitError(f"profiles must be (L, k) with L >= 2 layers and k >= 1 profiles, got shape {p.shape}")
+    if not np.isfinite(p).all() or (p < 0).any() or (p.sum(axis=0) <= 0).any():
+        raise AnatomyKitError("every profile must be finite, non-negative and not all zero")
+    return p
+
+
+def front_loading_null(profiles: Any, fraction: float = 1 / 3, *, n_perm: int = 10_000,
+                       seed: int = 0) -> PermutationNull:
+    """Front-loading of one or several depth profiles against shuffled layer orders (chapter 4).
+
+    ``profiles``: (L,), (L, k) or ``{name: (L,)}``. Each profile is divided by its total, the
+    ``k`` unit-sum profiles are averaged into ``q`` (L,), and the statistic is the share of ``q``
+    in the first ``round(fraction·L)`` layers (:func:`front_loading`; for one profile, its own
+    share). The null shuffles the layer order, the same shuffle for every profile (so their
+    correlation is kept): its mean is exactly ``round(fraction·L)/L``. One-sided, ``greater``.
+    """
+    p = _profile_matrix(profiles)
+    fraction = check_positive("fraction", fraction)
+    if fraction >= 1:
+        raise AnatomyKitError(f"fraction={fraction!r} must be in (0, 1)")
+    q = (p / p.sum(axis=0)).mean(axis=1)
+    return permutation_null(lambda order: front_loading(q[order.astype(int)], fraction), np.arange(len(q)),
+                            n_perm=n_perm, seed=seed, alternative="greater")
+
+
+def _centred_ranks(name: str, x: Any, n: int | None = None) -> np.ndarray:
+    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    if (n is not None and v.size != n) or v.size < 3 or not np.isfinite(v).all():
+        raise AnatomyKitError(f"{name} must hold {n or 'at least 3'} finite values, got {v.size}")
+    r = _sps.rankdata(v)
+    r = r - r.mean()
+    if not r.any():
+        raise AnatomyKitError(f"{name} is constant: its rank correlation is undefined")
+    return r
+
+
+def _row_corr(u: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Pearson correlation of every row of ``u`` (m, n) with the centred vector ``t`` (n,)."""
+    u = u - u.mean(axis=1, keepdims=True)
+    return (u @ t) / np.sqrt((u * u).sum(axis=1) * float(t @ t))
+
+
+@dataclass(frozen=True)
+class SwapNull(PermutationNull):
+    """A :class:`~anatomy_kit.stats.PermutationNull` whose null swaps two profiles layer by layer."""
+
+    def describe(self, digits: int = 3) -> str:
+        what = f"all {self.n_perm:,} swap patterns" if self.method == "exact" else f"{self.n_perm:,} random swaps"
+        return (f"observed {self.observed:.{digits}f} vs layer-swap null {self.null_mean:.{digits}f} "
+                f"[{self.null_low:.{digits}f}, {self.null_high:.{digits}f}] (central 95 % of {what}), "
+                f"{self.alternative} {format_p(self.p)}")
+
+
+def association_difference_null(a: Any, b: Any, target: Any, *, n_perm: int = 10_000, seed: int = 0,
+                                alternative: str = "greater") -> SwapNull:
+    """Is ``a`` more rank-correlated with ``target`` than ``b`` is? (chapter 4; all (L,), one value per layer)
+
+    Statistic: ``D = ρ(a, target) − ρ(b, target)`` with Spearman's ρ. Null model: ``a`` and ``b``
+    carry the same information about ``target``, so in every layer their ranks may be swapped.
+    The null draws every swap pattern (``2**L`` of them, enumerated when that is at most
+    ``n_perm``) or ``n_perm`` seeded random ones, and recomputes ``D`` with the swapped rank
+    vectors; it is symmetric about 0. ``p`` counts null values at least as extreme as ``D``.
+    """
+    check_choice("alternative", alternative, ("two-sided", "less", "greater"))
+    n_perm = check_int("n_perm", n_perm, minimum=1)
+    ra = _centred_ranks("a", a)
+    n = ra.size
+    rb, rt = _centred_ranks("b", b, n), _centred_ranks("target", target, n)
+    observed = float(_row_corr(ra[None], rt)[0] - _row_corr(rb[None], rt)[0])
+    if 2 ** n <= n_perm:
+        swap, method = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1).astype(bool), "exact"
+    else:
+        swap, method = np.random.default_rng(seed).random((n_perm, n)) < 0.5, "monte carlo"
+    null = np.concatenate([_row_corr(np.where(s, rb, ra), rt) - _row_corr(np.where(s, ra, rb), rt)
+                           for s in np.array_split(swap, max(1, len(swap) // 4096))])
+    low, high = np.quantile(null, [0.025, 0.975])
+    r = SwapNull(observed, math.nan, alternative, n, int(null.size), method, float(null.mean()),
+                        float(null.std()), float(low), float(high), null)
+    return dataclasses.replace(r, p=r.p_value(alternative))
+
+
+@dataclass(frozen=True)
+class ModelEvidence:
+    """One model's evidence for the three claims (chapter 4). Keys are ``"statistic/geometry"``
+    (profile correlations) or geometry names (the GW-against-topology comparison)."""
+
+    model: str
+    n_layers: int
+    norm_correlation: dict[str, SpearmanResult]       # every profile vs the mean residual norm
+    front: PermutationNull                            # the six scale-normalised profiles together
+    front_by_profile: dict[str, PermutationNull]      # each scale-normalised profile alone
+    sensitivity_correlation: dict[str, SpearmanResult]  # every profile vs λ
+    gw_minus_topology: dict[str, SwapNull]            # ρ(gw/g, λ) − ρ(topology/g, λ), per geometry g
+
+
+def model_evidence(name: str, bundle: ProfileBundle, *, fraction: float = 1 / 3, n_perm: int = 10_000,
+                   seed: int = 0) -> ModelEvidence:
+    """:class:`ModelEvidence` of one model's work-profiles bundle (chapter 4).
+
+    Needs the bundle's sensitivity and its ``meta["residual_norm"]`` (both written by
+    :func:`anatomy_kit.geometry.measure_work`).
+    """
+    P = bundle.profiles
+    if bundle.sensitivity is None or "residual_norm" not in bundle.meta:
+        raise AnatomyKitError(f"the bundle of {name!r} lacks the sensitivity or meta['residual_norm']; "
+                              "measure it with anatomy_kit.geometry.measure_work")
+    norm, lam = np.asarray(bundle.meta["residual_norm"], dtype=np.float64), bundle.sensitivity
+    corr = lambda target: {f"{s}/{g}": spearman(p, target, n_perm=n_perm, seed=seed)  # noqa: E731
+                           for s, g, p in P.items()}
+    free = {f"{s}/{g}": P.profile(s, g) for s in P.statistics for g in P.geometries if g in SCALE_FREE}
+    if not free:
+        raise AnatomyKitError(f"the profiles of {name!r} have no scale-normalised geometry {SCALE_FREE}")
+    diff = {g: association_difference_null(P.profile("gw", g), P.profile("topology", g), lam, n_perm=n_perm, seed=seed)
+            for g in P.geometries if {"gw", "topology"} <= set(P.statistics)}
+    return ModelEvidence(name, len(P.layers), corr(norm), front_loading_null(free, fraction, n_perm=n_perm, seed=seed),
+                         {k: front_loading_null(v, fraction, n_perm=n_perm, seed=seed) for k, v in free.items()},
+                         corr(lam), diff)

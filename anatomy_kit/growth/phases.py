@@ -1,0 +1,383 @@
+"""Phased training schedules for Growth Transformer training (paper 1; chapter 3).
+
+A :class:`GrowthSchedule` lists :class:`Phase` objects. Each phase covers the global optimiser steps
+``[start, stop)``, names the decoder layers that train in it (all others are frozen), its peak
+learning rate, the layers that *enter* at its start (initialised as a clone of a layer that has
+already trained, plus noise) and whether the interface (embedding and final norm) trains. Anti-layers
+are re-initialised, scaled by ``anti_scale`` and never train. The schedule checks itself when it is
+built and raises a named :class:`ScheduleError` subclass for each kind of mistake.
+
+:func:`schedule_from_importance` is OUR rule (the paper's schedule table was not available):
+
+1. anti-layers: layers of negative importance (removing them helped), at most ``max_anti``,
+   the most negative first;
+2. the other layers, ranked from most to least important, are cut into five consecutive groups,
+   the smaller groups first (so the most important group, *the core*, is the smallest);
+3. phases 1–5 (gastrulation, neurulation, organogenesis, growth, connective): phase *p* lets group
+   *p* enter and trains it together with the core; the core trains in every phase, so the most
+   important layers train first and longest; a layer that enters after the first phase is cloned
+   from the nearest layer (by depth) that has trained already;
+4. phase 6 (maturation) fine-tunes every layer but the anti-layers.
+
+:func:`shuffled_control` permutes layer identities and keeps the exact shape; :func:`uniform_schedule`
+is the baseline (one phase, every layer). :func:`schedule_matrix` and :func:`draw_schedule` show a
+schedule as a layers × phases picture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..validate import AnatomyKitError, as_vector, check_int, check_positive
+
+__all__ = ["PHASE_NAMES", "ScheduleError", "EmptyPhaseError", "UnknownLayerError", "OverlappingPhasesError",
+           "PhaseGapError", "StepBudgetError", "AntiLayerTrainedError", "CloneSourceError", "Phase",
+           "GrowthSchedule", "uniform_schedule", "schedule_from_importance", "shuffled_control", "split_steps",
+           "nearest_trained", "CELL_STATES", "schedule_matrix", "draw_schedule"]
+
+#: The six phases, named after embryonic development (the digest of paper 1); what each does is our rule.
+PHASE_NAMES = ("gastrulation", "neurulation", "organogenesis", "growth", "connective", "maturation")
+
+
+class ScheduleError(AnatomyKitError):
+    """A growth schedule that cannot be run (the subclass names the kind of mistake)."""
+
+
+class EmptyPhaseError(ScheduleError):
+    """A phase with no steps or no training layer, or a schedule with no phase."""
+
+
+class UnknownLayerError(ScheduleError):
+    """A layer index outside ``0 … n_layers − 1`` (or listed twice)."""
+
+
+class OverlappingPhasesError(ScheduleError):
+    """A phase starts before the previous one has stopped."""
+
+
+class PhaseGapError(ScheduleError):
+    """Steps that belong to no phase (the first phase does not start at 0, or a gap between phases)."""
+
+
+class StepBudgetError(ScheduleError):
+    """The phases' steps do not add up to the schedule's budget."""
+
+
+class AntiLayerTrainedError(ScheduleError):
+    """An anti-layer appears among a phase's training layers."""
+
+
+class CloneSourceError(ScheduleError):
+    """An entering layer that does not train in its phase, enters twice, or clones an untrained layer."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Steps ``[start, stop)`` of a schedule: ``layers`` train (the rest is frozen) at peak ``lr``.
+
+    ``enter`` holds ``(layer, source)`` pairs: at the phase's start ``layer`` becomes a copy of
+    ``source`` plus noise. ``interface``: the embedding (tied to the LM head) and the final norm train.
+    """
+
+    name: str
+    layers: tuple[int, ...]
+    start: int
+    stop: int
+    lr: float
+    enter: tuple[tuple[int, int], ...] = ()
+    interface: bool = True
+
+    @property
+    def steps(self) -> int:
+        return self.stop - self.start
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(layers=list(self.layers), enter=[list(e) for e in self.enter])
+        return d
+
+
+@dataclass(frozen=True)
+class GrowthSchedule:
+    """A validated phased schedule over ``budget_steps`` optimiser steps (chapter 3).
+
+    ``clone_noise``: relative std of the noise added to a clone (each tensor P gets
+    N(0, (clone_noise · std P)²), :func:`anatomy_kit.hf.surgery.cloned_layer`); ``anti_scale``: the
+    factor (α) applied to an anti-layer after it is re-initialised.
+    """
+
+    n_layers: int
+    phases: tuple[Phase, ...]
+    budget_steps: int
+    anti_layers: tuple[int, ...] = ()
+    anti_scale: float = 0.9
+    clone_noise: float = 0.05
+    label: str = "growth"
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phases", tuple(self.phases))
+        object.__setattr__(self, "anti_layers", tuple(sorted(int(l) for l in self.anti_layers)))
+        self.validate()
+
+    def validate(self) -> "GrowthSchedule":
+        """Raise the :class:`ScheduleError` subclass that names the first mistake; return ``self``."""
+        n = check_int("n_layers", self.n_layers, minimum=1)
+        check_int("budget_steps", self.budget_steps, minimum=1)
+        check_positive("anti_scale", self.anti_scale)
+        check_positive("clone_noise", self.clone_noise, allow_zero=True)
+        if not self.phases:
+            raise EmptyPhaseError("the schedule has no phase; give at least one")
+        _check_layers("anti_layers", self.anti_layers, n)
+        expected_start, trained = 0, set()
+        for i, ph in enumerate(self.phases):
+            where = f"phase {i} ({ph.name!r})"
+            _check_phase_steps(where, ph, expected_start)
+            if not ph.layers:
+                raise EmptyPhaseError(f"{where} trains no layer; give at least one layer index")
+            _check_layers(f"{where} layers", ph.layers, n)
+            check_positive(f"{where} lr", ph.lr)
+            anti = sorted(set(ph.layers) & set(self.anti_layers))
+            if anti:
+                raise AntiLayerTrainedError(f"{where} trains anti-layer(s) {anti}; anti-layers "
+                                            f"{list(self.anti_layers)} never train")
+            _check_entries(where, ph, trained, n)
+            trained |= set(ph.layers)
+            expected_start = ph.stop
+        if expected_start != self.budget_steps:
+            total = sum(ph.steps for ph in self.phases)
+            raise StepBudgetError(f"the phases hold {total} steps but budget_steps={self.budget_steps}; "
+                                  "the steps of all phases must add up to the budget")
+        return self
+
+    @property
+    def n_phases(self) -> int:
+        return len(self.phases)
+
+    def layer_steps(self) -> int:
+        """Trainable-layer-steps: Σ over phases of steps × number of training layers."""
+        return sum(ph.steps * len(ph.layers) for ph in self.phases)
+
+    def shape(self) -> list[tuple]:
+        """What :func:`shuffled_control` keeps: per phase (name, start, stop, lr, #layers, #entering, interface)."""
+        return [(ph.name, ph.start, ph.stop, ph.lr, len(ph.layers), len(ph.enter), ph.interface)
+                for ph in self.phases] + [("anti", len(self.anti_layers), self.anti_scale, self.clone_noise)]
+
+    def describe(self) -> list[dict]:
+        """One row per phase (for a table): name, steps, lr, training layers, entering layers and sources."""
+        return [{"phase": ph.name, "steps": f"{ph.start}–{ph.stop}", "n steps": ph.steps, "lr": ph.lr,
+                 "trains": list(ph.layers), "enters (← source)": ", ".join(f"{a}←{b}" for a, b in ph.enter) or "—",
+                 "interface trains": ph.interface} for ph in self.phases]
+
+    def to_dict(self) -> dict:
+        return {"n_layers": self.n_layers, "budget_steps": self.budget_steps, "anti_layers": list(self.anti_layers),
+                "anti_scale": self.anti_scale, "clone_noise": self.clone_noise, "label": self.label,
+                "meta": self.meta, "phases": [ph.to_dict() for ph in self.phases]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GrowthSchedule":
+        phases = tuple(Phase(p["name"], tuple(p["layers"]), p["start"], p["stop"], p["lr"],
+                             tuple(tuple(e) for e in p["enter"]), p["interface"]) for p in d["phases"])
+        return cls(d["n_layers"], phases, d["budget_steps"], tuple(d["anti_layers"]), d["anti_scale"],
+                   d["clone_noise"], d["label"], dict(d.get("meta", {})))
+
+
+def _check_layers(what: str, layers: Sequence[int], n: int) -> None:
+    for l in layers:
+        if isinstance(l, bool) or not isinstance(l, (int, np.integer)) or not 0 <= int(l) < n:
+            raise UnknownLayerError(f"{what} names layer {l!r}; this model has layers 0..{n - 1}")
+    if len(set(layers)) != len(layers):
+        raise UnknownLayerError(f"{what} lists a layer twice: {list(layers)}")
+
+
+def _check_phase_steps(where: str, ph: Phase, expected_start: int) -> None:
+    check_int(f"{where} start", ph.start, minimum=0)
+    check_int(f"{where} stop", ph.stop, minimum=0)
+    if ph.stop <= ph.start:
+        raise EmptyPhaseError(f"{where} covers steps [{ph.start}, {ph.stop}): no step; stop must exceed start")
+    if ph.start < expected_start:
+        raise OverlappingPhasesError(f"{where} starts at step {ph.start}, before the previous phase stops at "
+                                     f"{expected_start}; phases must not overlap")
+    if ph.start > expected_start:
+        raise PhaseGapError(f"{where} starts at step {ph.start} but the previous phase stops at {expected_start}: "
+                            f"steps {expected_start}..{ph.start - 1} belong to no phase")
+
+
+def _check_entries(where: str, ph: Phase, trained: set, n: int) -> None:
+    for entry in ph.enter:
+        if len(entry) != 2:
+            raise CloneSourceError(f"{where} enter entry {entry!r} must be a (layer, source) pair")
+        layer, source = entry
+        _check_layers(f"{where} enter", (layer, source), n)
+        if layer not in ph.layers:
+            raise CloneSourceError(f"{where}: layer {layer} enters but does not train in this phase")
+        if layer in trained:
+            raise CloneSourceError(f"{where}: layer {layer} enters but has trained already")
+        if source not in trained:
+            raise CloneSourceError(f"{where}: layer {layer} would be cloned from layer {source}, which has not "
+                                   f"trained yet (trained so far: {sorted(trained) or 'none'})")
+
+
+def uniform_schedule(n_layers: int, budget_steps: int, lr: float, *, label: str = "uniform") -> GrowthSchedule:
+    """The baseline: one phase in which every layer and the interface train for ``budget_steps`` steps."""
+    n = check_int("n_layers", n_layers, minimum=1)
+    return GrowthSchedule(n, (Phase("uniform", tuple(range(n)), 0, budget_steps, lr),), budget_steps, label=label)
+
+
+def split_steps(budget_steps: int, shares: Sequence[float]) -> list[int]:
+    """Integer steps proportional to ``shares`` that add up to ``budget_steps``, each ≥ 1 (largest remainders)."""
+    w = as_vector("shares", shares, None)
+    b = check_int("budget_steps", budget_steps, minimum=len(w))
+    raw = 1 + (b - len(w)) * w / w.sum()
+    steps = np.floor(raw).astype(int)
+    for i in np.argsort(-(raw - steps), kind="stable")[: b - int(steps.sum())]:
+        steps[i] += 1
+    return [int(s) for s in steps]
+
+
+def nearest_trained(layer: int, trained: Sequence[int]) -> int:
+    """The trained layer closest to ``layer`` in depth; a tie goes to the shallower one."""
+    if not trained:
+        raise CloneSourceError(f"layer {layer} has no trained layer to be cloned from")
+    return min(trained, key=lambda t: (abs(t - layer), t))
+
+
+def _groups(ranked: list[int], n_groups: int) -> list[list[int]]:
+    """``ranked`` cut into ``n_groups`` consecutive groups, sizes as equal as possible, smaller first."""
+    base, extra = divmod(len(ranked), n_groups)
+    sizes = [base] * (n_groups - extra) + [base + 1] * extra
+    out, i = [], 0
+    for s in sizes:
+        out.append(ranked[i:i + s])
+        i += s
+    return out
+
+
+def _anti_from(importance: np.ndarray, max_anti: int) -> list[int]:
+    negative = [int(l) for l in np.argsort(importance, kind="stable") if importance[l] < 0]
+    return sorted(negative[:max_anti])
+
+
+def _phases_from_groups(groups: list[list[int]], everyone: list[int], steps: list[int], lrs: list[float],
+                        interface: bool) -> tuple[Phase, ...]:
+    """Phase p < 5 trains core ∪ group p (group p enters, cloned from the nearest trained layer); then all."""
+    phases, start, trained = [], 0, []
+    core = groups[0]
+    for p, name in enumerate(PHASE_NAMES):
+        if p < len(groups):
+            new = groups[p]
+            layers = sorted(set(core) | set(new))
+            enter = tuple((l, nearest_trained(l, trained)) for l in sorted(new)) if p else ()
+        else:
+            layers, enter = sorted(everyone), ()
+        phases.append(Phase(name, tuple(layers), start, start + steps[p], lrs[p], enter, interface))
+        start += steps[p]
+        trained = sorted(set(trained) | set(layers))
+    return tuple(phases)
+
+
+def schedule_from_importance(importance: Any, budget_steps: int, *, lr: float, shares: Sequence[float] | None = None,
+                             max_anti: int | None = None, use_anti_layers: bool = True, clone_noise: float = 0.05,
+                             anti_scale: float = 0.9, interface: bool = True, final_lr_factor: float = 1.0,
+                             label: str = "growth") -> GrowthSchedule:
+    """Our six-phase schedule from a per-layer importance (higher = more important; module docstring).
+
+    ``shares``: relative lengths of the six phases (default equal); ``max_anti``: the cap on
+    anti-layers (default ``n_layers // 6``); ``use_anti_layers=False`` ignores negative importances;
+    ``final_lr_factor`` scales the maturation phase's learning rate. Chapter 3.
+    """
+    imp = as_vector("importance", importance, None, positive=False)
+    n = len(imp)
+    shares = [1.0] * len(PHASE_NAMES) if shares is None else list(shares)
+    if len(shares) != len(PHASE_NAMES):
+        raise AnatomyKitError(f"shares has {len(shares)} entries; give one per phase ({len(PHASE_NAMES)})")
+    max_anti = n // 6 if max_anti is None else check_int("max_anti", max_anti, minimum=0)
+    anti = _anti_from(imp, max_anti) if use_anti_layers else []
+    ranked = [l for l in sorted(range(n), key=lambda l: (-imp[l], l)) if l not in anti]
+    if len(ranked) < 5:
+        raise AnatomyKitError(f"the schedule needs at least 5 layers that train; importance has {n} layers and "
+                              f"{len(anti)} anti-layer(s)")
+    steps = split_steps(budget_steps, shares)
+    lrs = [check_positive("lr", lr)] * 5 + [lr * check_positive("final_lr_factor", final_lr_factor)]
+    phases = _phases_from_groups(_groups(ranked, 5), ranked, steps, lrs, bool(interface))
+    meta = {"rule": "importance", "importance": [float(x) for x in imp], "ranked": ranked}
+    return GrowthSchedule(n, phases, budget_steps, tuple(anti), anti_scale, clone_noise, label, meta)
+
+
+def _permuted(schedule: GrowthSchedule, perm: np.ndarray, label: str) -> GrowthSchedule:
+    phases, trained = [], []
+    for ph in schedule.phases:
+        layers = tuple(sorted(int(perm[l]) for l in ph.layers))
+        entering = sorted(int(perm[l]) for l, _ in ph.enter)
+        enter = tuple((l, nearest_trained(l, trained)) for l in entering)
+        phases.append(replace(ph, layers=layers, enter=enter))
+        trained = sorted(set(trained) | set(layers))
+    meta = dict(schedule.meta, rule="shuffled control", permutation=[int(p) for p in perm])
+    return replace(schedule, phases=tuple(phases), anti_layers=tuple(int(perm[l]) for l in schedule.anti_layers),
+                   label=label, meta=meta)
+
+
+def shuffled_control(schedule: GrowthSchedule, seed: int, *, label: str = "random control") -> GrowthSchedule:
+    """The same schedule shape with layer identities permuted at random (chapter 3's control).
+
+    A permutation π of the layers (seeded) maps every phase's layers, its entering layers and the
+    anti-layers; steps, learning rates, group sizes and the interface are kept. Entering layers are
+    cloned from their nearest trained layer again (by depth, in the permuted schedule). A draw
+    that reproduces the original layer sets is redrawn (up to 100 times).
+    """
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    original = [set(ph.layers) for ph in schedule.phases]
+    for _ in range(100):
+        perm = rng.permutation(schedule.n_layers)
+        out = _permuted(schedule, perm, label)
+        if [set(ph.layers) for ph in out.phases] != original:
+            return out
+    return out
+
+
+#: Codes of :func:`schedule_matrix`, with their legend text.
+CELL_STATES = {0: "frozen at its initial weights", 1: "frozen (trained before)", 2: "enters (cloned + noise), trains",
+               3: "trains", 4: "anti-layer: re-initialised × α, frozen"}
+
+
+def schedule_matrix(schedule: GrowthSchedule) -> np.ndarray:
+    """Layers × phases, shape ``(n_layers, n_phases)``, each cell a code of :data:`CELL_STATES`."""
+    m = np.zeros((schedule.n_layers, schedule.n_phases), dtype=int)
+    trained: set[int] = set()
+    for p, ph in enumerate(schedule.phases):
+        entering = {l for l, _ in ph.enter}
+        for l in range(schedule.n_layers):
+            m[l, p] = (4 if l in schedule.anti_layers else 2 if l in entering else 3 if l in ph.layers
+                       else 1 if l in trained else 0)
+        trained |= set(ph.layers)
+    return m
+
+
+def draw_schedule(schedule: GrowthSchedule, ax=None, *, title: str | None = None, legend: bool = True):
+    """Draw the schedule: steps on x (phases as columns), layers on y, cells coloured by state."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    colours = ["#f0f0f0", "#bdbdbd", "#fdae61", "#2c7bb6", "#d7191c"]
+    edges = [ph.start for ph in schedule.phases] + [schedule.budget_steps]
+    ax.pcolormesh(edges, np.arange(schedule.n_layers + 1) - 0.5, schedule_matrix(schedule),
+                  cmap=ListedColormap(colours), vmin=-0.5, vmax=4.5, edgecolors="white", linewidth=0.5)
+    for ph in schedule.phases:
+        ax.text((ph.start + ph.stop) / 2, schedule.n_layers - 0.3, ph.name, ha="center", va="bottom", fontsize=7,
+                rotation=30 if schedule.n_phases > 3 else 0)
+    ax.set_xticks(edges)
+    ax.set_yticks(range(schedule.n_layers))
+    ax.set_xlabel("optimiser step (phase boundaries)")
+    ax.set_ylabel("decoder layer")
+    ax.set_ylim(-0.5, schedule.n_layers + 1.2)
+    if legend:
+        ax.legend(handles=[Patch(color=colours[c], label=CELL_STATES[c]) for c in sorted(CELL_STATES)],
+                  fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax

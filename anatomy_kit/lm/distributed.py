@@ -1,0 +1,162 @@
+"""Training across processes with PyTorch's own engine, for :func:`anatomy_kit.lm.train` (chapter 5 at full scale).
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1 in the environment) ``train`` joins the process group
+(``nccl`` on CUDA, ``gloo`` on a CPU; one GPU per process, ``cuda:LOCAL_RANK``), and then
+
+- each optimiser step's batch rows (the same rows a single process would read) are split into
+  equal contiguous parts, one per rank, so the *global* batch is the single-process batch and
+  the gradient, averaged by DistributedDataParallel, is the single-process gradient up to the
+  order of floating-point sums;
+- the model is wrapped in ``DistributedDataParallel`` or, with ``TrainConfig(fsdp=True)``, sharded
+  with ``torch.distributed.fsdp.fully_shard`` (each decoder layer, then the whole model), which
+  keeps only a slice of every weight and optimiser moment on each GPU;
+- the reported loss is the mean over ranks; every rank evaluates the same blocks (same weights,
+  same number); only rank 0 writes checkpoints and shows a progress bar, after gathering the full
+  state for FSDP; every rank resumes from the same checkpoint.
+
+One process (no ``WORLD_SIZE``, or 1) changes nothing: no process group, no wrapper.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..validate import AnatomyKitError
+
+__all__ = ["Distributed", "join", "local_rows", "wrap", "mean_over_ranks", "barrier", "full_states",
+           "load_full_states"]
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """This process's place in a run: ``rank`` of ``world_size`` (one process: 0 of 1)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    fsdp: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def join(device: str, fsdp: bool = False) -> tuple[Distributed, torch.device]:
+    """Read ``torchrun``'s environment, join (or reuse) the process group, and choose this rank's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        if fsdp:
+            raise AnatomyKitError("fsdp=True shards a model across processes: launch the run with torchrun "
+                                  "(e.g. torchrun --nproc_per_node 2 script.py)")
+        return Distributed(), torch.device(device)
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    if dist.get_world_size() != world:
+        raise AnatomyKitError(f"the process group has {dist.get_world_size()} ranks but WORLD_SIZE={world}")
+    return Distributed(rank=rank, world_size=world, local_rank=local, fsdp=bool(fsdp)), dev
+
+
+def local_rows(rows: torch.Tensor, ctx: Distributed) -> torch.Tensor:
+    """This rank's equal, contiguous share of a micro-batch's rows ``(B,)``."""
+    if not ctx.active:
+        return rows
+    if len(rows) % ctx.world_size:
+        raise AnatomyKitError(f"batch_size={len(rows)} is not divisible by the {ctx.world_size} processes; choose a "
+                              f"multiple of {ctx.world_size} so every rank gets the same number of rows")
+    k = len(rows) // ctx.world_size
+    return rows[ctx.rank * k:(ctx.rank + 1) * k]
+
+
+def wrap(model: nn.Module, ctx: Distributed, device: torch.device) -> nn.Module:
+    """The module the step runs: ``model`` itself, a DDP wrapper, or ``model`` sharded in place (FSDP)."""
+    if not ctx.active:
+        return model
+    if ctx.fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in getattr(model, "layers", []):
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def mean_over_ranks(values: list[float], ctx: Distributed) -> list[float]:
+    """Element-wise mean of ``values`` over the ranks (unchanged with one process)."""
+    if not ctx.active:
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t)
+    return (t / ctx.world_size).tolist()
+
+
+def barrier(ctx: Distributed) -> None:
+    if ctx.active:
+        dist.barrier()
+
+
+def _index_form(osd: dict, names: list[str]) -> dict:
+    """A full optimiser state keyed by parameter name → keyed by position (``Optimizer.state_dict``'s form)."""
+    index = {n: i for i, n in enumerate(names)}
+    groups = [{**g, "params": [index[n] for n in g["params"]]} for g in osd["param_groups"]]
+    return {"state": {index[n]: v for n, v in osd["state"].items()}, "param_groups": groups}
+
+
+def _name_form(osd: dict, names: list[str]) -> dict:
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in osd["param_groups"]]
+    return {"state": {names[int(i)]: v for i, v in osd["state"].items()}, "param_groups": groups}
+
+
+def full_states(model: nn.Module, opt: torch.optim.Optimizer, ctx: Distributed, names: list[str]
+                ) -> tuple[dict, dict]:
+    """(model ``state_dict``, optimiser ``state_dict``) in full, as one process would hold them.
+
+    With FSDP every rank takes part in gathering them (call it on all ranks) and only rank 0
+    receives them (the others get empty dicts); otherwise they are local.
+    ``names``: the optimised parameters' names in the optimiser's order.
+    """
+    if not ctx.fsdp:
+        return model.state_dict(), opt.state_dict()
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                         get_optimizer_state_dict)
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    msd = get_model_state_dict(model, options=options)
+    osd = get_optimizer_state_dict(model, opt, options=options)
+    if not ctx.is_main:               # with cpu_offload only rank 0 receives the gathered state
+        return {}, {}
+    return msd, _index_form(osd, names)
+
+
+def load_full_states(model: nn.Module, opt: torch.optim.Optimizer, model_state: dict, opt_state: dict,
+                     ctx: Distributed, names: list[str]) -> None:
+    """Load full states (from a checkpoint every rank has read) into ``model`` and ``opt``."""
+    if not ctx.fsdp:
+        model.load_state_dict(model_state)
+        opt.load_state_dict(opt_state)
+        return
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                         set_optimizer_state_dict)
+
+    options = StateDictOptions(full_state_dict=True)
+    set_model_state_dict(model, model_state, options=options)
+    set_optimizer_state_dict(model, opt, _name_form(opt_state, names), options=options)

@@ -1,0 +1,92 @@
+"""The `scale="full"` path on stand-ins: hub models by id and hub corpora by name, offline, and whole chapters.
+
+:mod:`standins` writes a temporary Hugging Face cache holding tiny random models under the real hub
+ids and the Python docs in each hub corpus's format; with ``HF_HUB_OFFLINE=1`` the kit loads them
+through its normal code paths. The numbers mean nothing; what is tested is that every branch full
+scale takes runs (hub loading by id, multi-model loops, corpus streaming, device selection).
+
+Adding a chapter's full path is one entry in ``FULL_PATH``: its id and the size parameters that shrink
+the run to about a minute on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import standins
+from conftest import ROOT
+
+#: chapter id -> size parameters for a run of about a minute (everything else: the chapter's full defaults)
+FULL_PATH = {
+    "ch01_ablation_map": {"n_eval": 4, "block_size": 32, "batch_size": 2},
+}
+
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                 "gemma3": "Gemma3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+
+
+@pytest.fixture(scope="session")
+def standin_env(tmp_path_factory):
+    root = Path(os.environ.get("ANATOMY_KIT_STANDINS") or tmp_path_factory.mktemp("standins"))
+    return standins.build(root)
+
+
+@pytest.fixture(scope="session")
+def loaded(standin_env, tmp_path_factory):
+    """Every stand-in loaded by hub id and every corpus by name, in a fresh process pointed at the cache."""
+    env = {**os.environ, **standin_env, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    scratch = tmp_path_factory.mktemp("standin-check")
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "standins.py"), str(scratch)], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("repo", sorted(standins.MODELS))
+def test_each_stand_in_loads_by_its_hub_id_and_runs(loaded, repo):
+    arch, n_layers, _ = standins.MODELS[repo]
+    got = loaded["models"][repo]
+    assert got["class"] == ARCHITECTURES[arch] and got["n_layers"] == n_layers and got["source"] == "hub"
+    assert got["logits"] == [1, got["n_ids"], got["vocab"]] and got["finite"]
+
+
+def test_smollm2_has_its_real_tokenizer(loaded):
+    assert loaded["models"]["HuggingFaceTB/SmolLM2-135M"]["vocab"] == 49152
+
+
+@pytest.mark.parametrize("name", sorted(standins.CORPORA))
+def test_each_hub_corpus_loads_by_name_and_streams_into_a_token_file(loaded, name):
+    from anatomy_kit.data import python_docs_text
+
+    got = loaded["corpora"][name]
+    assert got["n_documents"] >= 30 and got["ids_unique"]
+    texts = python_docs_text()[1]
+    assert got["first_text"] in (texts[0][:80], f" = {python_docs_text()[0][0]} = ")   # real text, the docs
+    assert 3000 <= got["token_file_train"] < 3000 + max(map(len, texts))
+
+
+def test_the_manifest_and_the_stand_ins_name_the_same_hub_corpora():
+    from anatomy_kit.manifest import corpus_entries
+
+    hub = {k: (v["hub_id"], v.get("config")) for k, v in corpus_entries().items() if v["kind"] == "hub"}
+    assert hub == standins.CORPORA
+
+
+@pytest.mark.parametrize("chapter", sorted(FULL_PATH))
+def test_chapter_runs_its_full_path_on_stand_ins(chapter, standin_env, tmp_path):
+    from anatomy_kit.book.runner import chapter_manifest, execute_chapter
+
+    entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
+    start = time.time()
+    execute_chapter(entry, scale="full", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
+                    root=ROOT, environ=standin_env)
+    doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
+    assert doc["run"]["scale"] == "full"
+    print(f"{chapter} full path on stand-ins: {time.time() - start:.0f} s")

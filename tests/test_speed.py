@@ -1,0 +1,181 @@
+"""One-device speed options of train(): activation checkpointing, optimiser choice, TF32, compile, FLOP/s and MFU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from anatomy_kit.lm import LMConfig, TrainConfig, build_lm, train, training_flops
+from anatomy_kit.lm import speed
+from anatomy_kit.validate import AnatomyKitError
+
+VOCAB = 61
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread(one_torch_thread):
+    """Tiny models on one torch thread (see conftest.one_torch_thread)."""
+
+
+def _cfg() -> LMConfig:
+    return LMConfig(vocab_size=VOCAB, n_layers=3, d_model=32, n_heads=4, ffn_widths=[64, 32, 48], max_seq_len=16)
+
+
+def _blocks():
+    g = torch.Generator().manual_seed(11)
+    seq = (torch.randint(0, VOCAB, (40, 1), generator=g) + torch.arange(17)) % VOCAB
+    return seq[:32], seq[32:]
+
+
+def _train_cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{"steps": 6, "batch_size": 4, "lr": 1e-2, "seed": 1, "progress": False, **kw})
+
+
+def test_activation_checkpointing_recomputes_and_gives_the_same_loss_and_gradients(monkeypatch):
+    from anatomy_kit.lm import model as lm_model
+
+    calls = {"n": 0}
+    forward = lm_model.FFN.forward
+
+    def counted(self, x):
+        calls["n"] += 1
+        return forward(self, x)
+
+    monkeypatch.setattr(lm_model.FFN, "forward", counted)   # (module hooks do not fire while recomputing)
+    idx = torch.randint(0, VOCAB, (3, 16), generator=torch.Generator().manual_seed(0))
+    grads, runs = {}, {}
+    for on in (False, True):
+        model = build_lm(_cfg(), seed=4).train()
+        model.checkpoint_activations = on
+        calls["n"] = 0
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+        runs[on] = calls["n"]
+        grads[on] = (float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()})
+    assert runs == {False: 3, True: 6}                    # every layer's FFN ran again in the backward pass
+    assert grads[True][0] == grads[False][0]
+    for n, g in grads[False][1].items():
+        assert torch.equal(grads[True][1][n], g), n
+
+
+def test_train_with_activation_checkpointing_follows_the_same_curve_and_restores_the_flag(monkeypatch):
+    from anatomy_kit.lm import model as lm_model
+
+    calls = {"n": 0}
+    forward = lm_model.FFN.forward
+
+    def counted(self, x):
+        calls["n"] += 1
+        return forward(self, x)
+
+    monkeypatch.setattr(lm_model.FFN, "forward", counted)
+    tr, ev = _blocks()
+    plain = train(build_lm(_cfg(), 0), tr, ev, _train_cfg())
+    plain_calls, calls["n"] = calls["n"], 0
+    model = build_lm(_cfg(), 0)
+    ckpt = train(model, tr, ev, _train_cfg(activation_checkpointing=True))
+    assert calls["n"] == plain_calls + 6 * 3                # each of 6 steps recomputed its 3 FFNs
+    assert ckpt.loss_curve == plain.loss_curve and ckpt.final_eval_loss == plain.final_eval_loss
+    assert model.checkpoint_activations is False
+
+
+def test_activation_checkpointing_of_a_hugging_face_model():
+    from conftest import tiny_llama
+
+    g = torch.Generator().manual_seed(3)
+    seq = torch.randint(0, 512, (12, 17), generator=g)
+    hf = tiny_llama(n_layers=2)
+    hf.config.max_seq_len = 16
+    a = train(hf, seq[:8], seq[8:], _train_cfg(steps=3))
+    hf2 = tiny_llama(n_layers=2)
+    b = train(hf2, seq[:8], seq[8:], _train_cfg(steps=3, activation_checkpointing=True))
+    for (_, x), (_, y) in zip(a.loss_curve, b.loss_curve):
+        assert x == pytest.approx(y, abs=1e-6)
+    assert not hf2.is_activation_checkpointing
+    with pytest.raises(AnatomyKitError, match="activation_checkpointing=True needs a PerLayerWidthLM"):
+        with speed.activation_checkpointing(torch.nn.Linear(2, 2), True):
+            pass
+
+
+def test_the_optimiser_is_fused_on_cuda_and_single_tensor_on_cpu():
+    params = dict(build_lm(_cfg(), 0).named_parameters())
+    cpu = speed.make_optimizer(params, 1e-3, (0.9, 0.95), 0.1, torch.device("cpu"))
+    assert cpu.defaults["foreach"] is False and not cpu.defaults["fused"]
+    cuda = speed.make_optimizer(params, 1e-3, (0.9, 0.95), 0.1, torch.device("cuda"))
+    assert cuda.defaults["fused"] is True
+    decay, no_decay = cpu.param_groups
+    assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim < 2 for p in no_decay["params"])
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+
+
+def test_tf32_is_switched_on_for_cuda_runs_only_and_restored():
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with speed.fast_matmuls(torch.device("cpu")):
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+        with speed.fast_matmuls(torch.device("cuda")):
+            assert torch.backends.cuda.matmul.allow_tf32 is True and torch.backends.cudnn.allow_tf32 is True
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        with speed.fast_matmuls(torch.device("cuda"), enabled=False):
+            assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_compile_wraps_the_step_model_and_checkpoints_keep_the_plain_names(monkeypatch, tmp_path):
+    """torch.compile itself takes minutes on a CPU; here it is replaced by a recorder that runs the model as is."""
+    compiled = []
+
+    class Recorder(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            compiled.append(x.shape)
+            return self.inner(x)
+
+    monkeypatch.setattr(torch, "compile", lambda m: Recorder(m))
+    tr, ev = _blocks()
+    res = train(build_lm(_cfg(), 0), tr, ev, _train_cfg(compile=True, checkpoint_dir=str(tmp_path)))
+    assert len(compiled) >= 6                               # every step (and evaluation) ran through it
+    from anatomy_kit.lm.checkpoint import load_checkpoint, model_tensors
+
+    names = set(model_tensors(load_checkpoint(tmp_path)[1]))
+    assert names == set(build_lm(_cfg(), 0).state_dict()) and res.completed
+
+
+def test_flops_and_mfu_in_the_result():
+    tr, ev = _blocks()
+    res = train(build_lm(_cfg(), 0), tr, ev, _train_cfg())
+    per_token = training_flops(_cfg(), 1.0, 16)
+    assert res.flops_per_s == pytest.approx(res.tokens_per_s * per_token, rel=1e-12)
+    assert res.mfu is None and res.device == "cpu" and res.world_size == 1  # a CPU has no peak in the table
+    assert speed.utilisation(4.945e14, "cpu", "bf16") is None
+
+
+@pytest.mark.parametrize("name,precision,peak", [
+    ("NVIDIA H100 80GB HBM3", "bf16", 989e12), ("NVIDIA H100 PCIe", "bf16", 756e12),
+    ("NVIDIA H100 NVL", "bf16", 835e12), ("NVIDIA H200", "bf16", 989e12), ("NVIDIA GH200 480GB", "bf16", 989e12),
+    ("NVIDIA A100-SXM4-80GB", "bf16", 312e12), ("NVIDIA A100 80GB PCIe", "tf32", 156e12),
+    ("NVIDIA L40S", "bf16", 362e12), ("NVIDIA L4", "bf16", 121e12), ("NVIDIA A10", "bf16", 125e12),
+    ("NVIDIA A10G", "bf16", None), ("Tesla T4", "bf16", None), ("NVIDIA H100 80GB HBM3", "fp32", None),
+])
+def test_device_peaks_come_from_the_data_sheet_table(name, precision, peak):
+    assert speed.device_peak_flops(name, precision) == peak
+
+
+def test_flops_per_token_of_a_hugging_face_model_counts_matrices_once():
+    from conftest import tiny_llama
+
+    m = tiny_llama(n_layers=2)
+    mats = sum(p.numel() for p in {p.data_ptr(): p for p in m.parameters() if p.ndim >= 2}.values())
+    assert speed.flops_per_token(m, 64) == 6 * mats + 12 * 2 * 64 * 32
+    assert speed.flops_per_token(build_lm(_cfg(), 0), 16) == training_flops(_cfg(), 1.0, 16)
+
+
+def test_speed_flags_are_validated():
+    for flag in ("compile", "tf32", "activation_checkpointing", "fsdp"):
+        with pytest.raises(AnatomyKitError, match=f"{flag}='yes' must be True or False"):
+            _train_cfg(**{flag: "yes"}).validate()
