@@ -23,9 +23,9 @@ from scipy import stats as _sps
 
 from .validate import AnatomyKitError, check_choice, check_int
 
-__all__ = ["Interval", "TInterval", "paired_t_interval", "SignFlipResult", "sign_flip_test", "SignFlipInterval",
-           "sign_flip_interval", "PairedComparison", "paired_difference", "SpearmanResult", "spearman",
-           "format_spearman", "format_p", "signed", "PermutationNull", "permutation_null"]
+__all__ = ["Interval", "TInterval", "paired_t_interval", "SignFlipResult", "sign_flip_test", "SignFlipInterval", "signed",
+           "sign_flip_interval", "PairedComparison", "paired_difference", "SpearmanResult", "spearman", "format_spearman",
+           "format_p", "PermutationNull", "permutation_null"]
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_SIGN_FLIP_MAX_N = 16   # 2**16 = 65,536 sign patterns
@@ -43,9 +43,8 @@ def _sample(name: str, values: Any, min_n: int = 1) -> np.ndarray:
         raise AnatomyKitError(f"{name} must be one-dimensional (one value per seed or layer), got shape {arr.shape}")
     if arr.size < min_n:
         raise AnatomyKitError(f"{name} has {arr.size} values; at least {min_n} are needed")
-    bad = int((~np.isfinite(arr)).sum())
-    if bad:
-        raise AnatomyKitError(f"{name} holds {bad} non-finite values (NaN or inf) out of {arr.size}")
+    if not np.isfinite(arr).all():
+        raise AnatomyKitError(f"{name} holds {int((~np.isfinite(arr)).sum())} non-finite values (NaN or inf) out of {arr.size}")
     return arr
 
 
@@ -56,10 +55,12 @@ def _confidence(confidence: Any) -> float:
 
 
 def signed(x: float, digits: int = 3) -> str:
-    """``x`` with an explicit sign and a true minus: ``+0.006``, ``−0.030``, ``−∞``."""
-    if math.isinf(x):
-        return "+∞" if x > 0 else "−∞"
-    return "NaN" if math.isnan(x) else f"{x:+.{digits}f}".replace("-", "−")
+    """``x`` with an explicit sign and a true minus: ``+0.006``, ``−0.030``, ``−∞``; a non-zero ``x``
+    that would print as zero gets two significant digits (``+0.00047``), so no end reads as 0."""
+    if math.isinf(x) or math.isnan(x):
+        return "NaN" if math.isnan(x) else "+∞" if x > 0 else "−∞"
+    text = f"{x:+.{digits}f}" if x == 0 or float(f"{x:.{digits}f}") != 0 else f"{x:+.2g}"
+    return text.replace("-", "−")
 
 
 def format_p(p: float) -> str:

@@ -61,7 +61,8 @@ def test_claims_must_name_a_reference_and_be_rule_decided(tmp_path):
 
 def test_metrics_and_report(tmp_path):
     run = resolve(build_dir=tmp_path)
-    run.save_metrics({"baseline_ppl": 24.3}, [Claim("p1.baseline_ppl", 24.3, NotComparable("other text"))])
+    run.save_metrics({"baseline_ppl": 24.3}, [Claim("p1.baseline_ppl", 24.3, NotComparable("other text"),
+                                                    note="ten sentences against the docs")])
     report = build_report(tmp_path, {"chX": 12.0})
     doc = report["chapters"][0]
     assert doc["metrics"]["baseline_ppl"] == 24.3 and doc["wall_seconds"] == 12.0
@@ -69,6 +70,8 @@ def test_metrics_and_report(tmp_path):
     assert claim["paper"]["value"] == 22.60 and claim["ours"] == 24.3
     md = (tmp_path / "report.md").read_text()
     assert "| Baseline perplexity" in md and "**not comparable**" in md
+    assert md.count("other text") == 1          # the reason shown once, not as rule text and again as reason
+    assert "Note: ten sentences against the docs." in md
     assert json.loads((tmp_path / "report.json").read_text()) == report
 
 

@@ -137,6 +137,21 @@ def test_set_overlap_chance_and_bad_rules():
     assert verdict(C.SetOverlap(full=3, partly=2), [8, 2, 3, 4], references()["p1.critical_core"]) == "not reproduced"
     d = C.SetOverlap(n_layers=30).decide([8, 9, 10, 12], references()["p1.critical_core"])
     assert "random 4 of 30 layers share as many with p = 0.0038" in d.reason   # (C(4,3)·26 + 1) / C(30,4)
+    assert d.verdict == "reproduced"
+
+
+@pytest.mark.parametrize("ours, n_layers, expected", [
+    ([8, 9, 2, 3], 30, "not established"),     # 2 shared: p = 0.075 by chance
+    ([8, 9, 2, 3], 200, "partly reproduced"),  # the same 2 of 200: p = 0.0018
+    ([8, 2, 3, 4], 30, "not established"),     # 1 shared: p = 0.46
+    ([0, 1, 2, 3], 30, "not reproduced"),      # none shared
+])
+def test_set_overlap_must_beat_chance(ours, n_layers, expected):
+    rule = C.SetOverlap(full=3, partly=1, n_layers=n_layers)
+    d = rule.decide(ours, references()["p1.critical_core"])
+    assert d.verdict == expected
+    assert ("no better than chance" in d.reason) == (expected == "not established")
+    assert "probability ≤ 0.05" in rule.describe(references()["p1.critical_core"])
     with pytest.raises(AnatomyKitError):
         C.SetOverlap(full=1, partly=2)
     with pytest.raises(AnatomyKitError, match="exceeds"):
@@ -273,7 +288,8 @@ def test_claim_to_dict_is_strict_json_and_table_rows():
     one_seed = stats.paired_difference({0: 1.0}, {0: 1.5}, unit="nats")
     claims = [C.Claim("p1.l11_ablation", np.float64(61000.0), C.Magnitude(), evidence={"metric": np.int64(11)}),
               C.Claim("p2.val_loss_440m", one_seed, C.DifferenceSign(paper_keys=("gromov-spherical", "uniform"))),
-              C.Claim("p2.small_scale_overlap", None, C.NotComparable("we train no 128M model"))]
+              C.Claim("p2.small_scale_overlap", None, C.NotComparable("we train no 128M model"),
+                      note="our preset has 0.4M parameters")]
     docs = [json.loads(json.dumps(c.to_dict(), allow_nan=False)) for c in claims]
     assert docs[0]["ours"] == 61000.0 and docs[0]["evidence"] == {"metric": 11} and docs[0]["verdict"] == "reproduced"
     assert docs[1]["verdict"] == "not established" and docs[1]["ours_data"]["low"] is None
@@ -281,7 +297,12 @@ def test_claim_to_dict_is_strict_json_and_table_rows():
     assert docs[2]["verdict"] == "not comparable" and docs[2]["reason"] == "we train no 128M model"
     rows = C.claims_table(claims)
     assert [r["verdict"] for r in rows] == [c.verdict for c in claims]
-    assert set(rows[0]) == {"claim", "paper", "unit", "ours", "interval / null", "verdict", "rule"}
+    assert set(rows[0]) == {"claim", "paper", "unit", "ours", "interval / null", "verdict", "why", "rule"}
+    assert rows[2]["why"] == "we train no 128M model Note: our preset has 0.4M parameters."
+    assert rows[0]["why"] == claims[0].reason
+    shown = C.Claim("p1.anti_layers", {"L14": stats.Interval(18.46512696205301, 14.7, 22.3, 5, 3.0, 4)},
+                    C.IntervalBelow(0.0)).to_dict()
+    assert shown["ours"] == {"L14": 18.47} and shown["ours_data"]["L14"]["mean"] == 18.46512696205301
     assert rows[0]["interval / null"] == "—" and rows[1]["rule"] == claims[1].rule_text
 
 

@@ -26,6 +26,26 @@ from conftest import ROOT
 #: chapter id -> size parameters for a run of about a minute (everything else: the chapter's full defaults)
 FULL_PATH = {
     "ch01_ablation_map": {"n_eval": 4, "block_size": 32, "batch_size": 2},
+    "ch02_anatomy_weights": {                  # full: whole-model recovery, three learning rates
+        "n_eval": 4, "block_size": 32, "batch_size": 2, "n_shuffles": 50, "substitution_counts": [1, 3],
+        "n_random_orders": 2, "n_manipulated": 2, "alphas": [0.9, 1.1], "recovery_layers": [8, 15, 22],
+        "recovery_steps": 2, "recovery_lrs": [1e-4, 3e-5], "n_noise_draws": 2, "n_trained_draws": 2,
+        "n_train": 4, "train_batch": 2, "recovery_eval": 2},
+    "ch03_growth_training": {                  # full: 12 layers, fineweb-edu, SmolLM2's profile as source (b)
+        "d_model": 32, "ffn_width": 64, "vocab_size": 512, "block_size": 32, "batch_size": 4, "steps": 12,
+        "n_seeds": 3, "reference_steps": 6, "eval_every": 6, "n_eval": 4, "ablation_blocks": 2,
+        "n_documents": 100, "timing_repeats": 1},
+    "ch04_geometric_work": {                   # full: the seven models of paper 2, worker processes
+        "n_tokens": 64, "n_blocks": 2, "block_size": 32, "batch_size": 2, "sensitivity_blocks": 1,
+        "n_draws": 1, "n_jobs": 2},
+    "ch05_width_solver": {                     # "debug": the full presets' recipe (GPT-2 tokenizer, bf16)
+        "preset": "debug", "n_seeds": 2, "steps": 6, "n_documents": 100, "profile_tokens": 64},
+    "ch06_width_growth": {                     # full: GPT-2 tokenizer, openwebtext, every arm, SmolLM2 sweep
+        "n_layers": 2, "d_small": 32, "d_large": 48, "head_dim": 16, "block_size": 32, "batch_size": 2,
+        "grad_accum": 2, "steps_small": 6, "steps_grown": 4, "gate_tokens": 256, "warmup_steps": 1,
+        "learn_steps": 2, "eval_every": 2, "eval_batches": 1, "n_seeds": 2, "ms_widths": [16, 32, 48],
+        "ms_total_steps": 6, "n_train": 64, "n_eval": 8, "n_documents": 100, "llm_hidden": 96,
+        "llm_blocks": 2, "llm_block_size": 32},
 }
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM",

@@ -144,3 +144,15 @@ def test_readme_lists_the_chapter_with_its_budget(entry):
     assert rows, f"the README's chapter table does not list {entry['id']}"
     minutes = entry["budget_s"] / 60
     assert f"| {minutes:g} min |" in rows[0], f"README gives {rows[0]!r}; chapters.yaml budgets {minutes:g} min"
+
+
+@pytest.mark.parametrize("page", ["intro", "running", "glossary", "sources"])
+def test_book_pages_code_fits_the_page(page):
+    """Fenced code on the book's own pages (commands to copy) stays within the code column too."""
+    fenced, wide = False, []
+    for n, line in enumerate((ROOT / "book" / f"{page}.md").read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced and _columns(line) > CODE_COLUMNS:
+            wide.append((n, line))
+    assert not wide, f"book/{page}.md: {len(wide)} code line(s) wider than {CODE_COLUMNS} columns, e.g. {wide[0]}"

@@ -196,7 +196,7 @@ def test_new_units_change_the_function_at_gate_one(small, tokens):
 
 
 def test_rotating_layernorm_params_as_vectors_is_not_exact(small, tokens):
-    """SPECS's first reading (γ' = Rγ, β' = Rβ, no folding) breaks even the gate = 0 model.
+    """The specs' first reading (γ' = Rγ, β' = Rβ, no folding) breaks even the gate = 0 model.
 
     Even with LayerNorms at their defaults (γ = 1, β = 0, so folding changes nothing) rotating γ
     as a vector breaks it: R·1_D is not constant (old entries c − s√(k/d)), while "fold" is exact.

@@ -228,3 +228,12 @@ def test_permutation_null_errors():
         stats.permutation_null(lambda v: v[0], [1.0])
     with pytest.raises(AnatomyKitError, match="one number"):
         stats.permutation_null(lambda v: v, [1.0, 2.0])
+
+
+def test_signed_never_prints_a_non_zero_number_as_zero():
+    from anatomy_kit.stats import signed
+
+    assert signed(0.00047) == "+0.00047" and signed(-0.00047) == "−0.00047"
+    assert signed(0.0) == "+0.000" and signed(-0.0123) == "−0.012"
+    assert float(signed(1e-9).replace("−", "-")) == 1e-9
+    assert signed(float("inf")) == "+∞" and signed(float("nan")) == "NaN"

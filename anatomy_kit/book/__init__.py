@@ -3,7 +3,7 @@
 - :mod:`.run` – resolve a chapter's papermill parameters into a :class:`~.run.Run`; save its metrics;
 - :mod:`.store` – a resumable JSON store of finished results;
 - :mod:`.claims` – claims about the papers, decided by the declared, tested rules of :mod:`.rules`
-  (:mod:`.decision` holds the verdicts and what rules share);
+  (:mod:`.combine` builds rules from rules; :mod:`.decision` holds the verdicts and what rules share);
 - :mod:`.report` – every chapter's numbers beside the papers' (``report.json``, ``report.md``);
 - :mod:`.runner` – execute the chapters with papermill and build the HTML book; one shard of a grid;
 - :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``);

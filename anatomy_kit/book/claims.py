@@ -82,7 +82,8 @@ def _summary(x: Any) -> Any:
     if isinstance(x, SpearmanResult):
         return f"ρ = {signed(x.rho, 2)}"
     if isinstance(x, (PermutationNull, Interval)):
-        return x.observed if isinstance(x, PermutationNull) else x.mean
+        value = x.observed if isinstance(x, PermutationNull) else x.mean
+        return float(f"{value:.4g}")             # the interval beside it shows the precision
     if isinstance(x, Mapping):
         return {str(k): _summary(v) for k, v in x.items()}
     return [_summary(v) for v in x] if isinstance(x, (list, tuple)) else x
@@ -102,7 +103,8 @@ def _jsonable(x: Any) -> Any:
 
 
 def claims_table(claims: list[Claim]) -> list[dict]:
-    """One row per claim for ``pandas.DataFrame``: id, paper value and unit, ours, interval/null, verdict, rule."""
+    """One row per claim for ``pandas.DataFrame``: id, paper value and unit, ours, interval/null, verdict,
+    why (the rule's reason for this verdict, then the claim's note) and the rule."""
     return [{"claim": c.id, "paper": _jsonable(c.paper), "unit": c.unit, "ours": _jsonable(_summary(c.ours)),
              "interval / null": "; ".join(t for t in (c.interval, c.null) if t) or "—", "verdict": c.verdict,
-             "rule": c.rule_text} for c in claims]
+             "why": c.reason + (f" Note: {c.note}." if c.note else ""), "rule": c.rule_text} for c in claims]

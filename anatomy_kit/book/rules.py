@@ -1,6 +1,7 @@
 """The rules that decide verdicts on paper claims (used through :mod:`anatomy_kit.book.claims`).
 
-Each rule is a frozen dataclass with ``decide(ours, reference) -> Decision`` and
+The rules built from other rules (``AllOf``, ``Requires``) and ``NotComparable`` live in
+:mod:`.combine` and are re-exported here. Each rule is a frozen dataclass with ``decide(ours, reference) -> Decision`` and
 ``describe(reference) -> str``; the text the report shows is generated from the same fields that
 decide, so a changed threshold changes both. Rules take ``ours`` as: a
 :class:`~anatomy_kit.stats.PairedComparison` or a list of paired differences (t interval recomputed
@@ -19,6 +20,7 @@ from scipy import stats as _sps
 
 from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, spearman
 from ..validate import AnatomyKitError, check_choice, check_int
+from .combine import AllOf, NotComparable, Requires
 from .decision import VERDICT_MEANINGS, VERDICTS, Decision, _g, _number, _pct, _side, _span, paper_value
 
 
@@ -183,19 +185,27 @@ class DifferenceSign:
 class SetOverlap:
     """Our set (e.g. critical layers) shares ≥ ``full`` members with the paper's; ≥ ``partly``: partly.
 
-    With ``n_layers`` the reason adds the hypergeometric chance that a random set of our size shares as many.
+    With ``n_layers`` the overlap must also beat chance: the hypergeometric probability that a random
+    set of our size, drawn from ``n_layers``, shares as many must be ≤ ``alpha``; an overlap that
+    chance gives as often is "not established" (it equals what a null model gives).
     """
     full: int = 3
     partly: int = 1
     n_layers: int | None = None
     key: str | None = None
+    alpha: float = 0.05
 
     def __post_init__(self) -> None:
         check_int("full", self.full, minimum=check_int("partly", self.partly, minimum=1))
 
     def describe(self, reference: Mapping) -> str:
-        return (f"Reproduced if ours shares at least {self.full} of the paper's {sorted(paper_value(reference, self.key))}; "
-                f"partly reproduced if at least {self.partly}; otherwise not reproduced.")
+        text = (f"Reproduced if ours shares at least {self.full} of the paper's "
+                f"{sorted(paper_value(reference, self.key))}; partly reproduced if at least {self.partly}; "
+                "otherwise not reproduced.")
+        if self.n_layers:
+            text += (f" Either counts only if a random set of our size from {self.n_layers} layers shares as "
+                     f"many with probability ≤ {self.alpha:g}; otherwise not established.")
+        return text
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         paper, mine = set(paper_value(reference, self.key)), {int(v) for v in ours}
@@ -208,6 +218,8 @@ class SetOverlap:
         if self.n_layers:
             chance = float(_sps.hypergeom.sf(len(shared) - 1, self.n_layers, len(paper), len(mine)))
             reason += f"; a random {len(mine)} of {self.n_layers} layers share as many with {format_p(chance)}"
+            if verdict != "not reproduced" and chance > self.alpha:
+                verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
         return Decision(verdict, reason)
 
 
@@ -283,94 +295,6 @@ class BeyondNull:
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
         return Decision(verdict, f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against "
                         f"{r.n_perm:,} {'distinct orders' if r.method == 'exact' else 'shuffles'}", None, r.describe())
-
-
-@dataclass(frozen=True, init=False)
-class AllOf:
-    """Several parts, each judged by its own rule; ``AllOf({name: rule})``, ``ours`` = ``{name: value}``."""
-    parts: tuple[tuple[str, Any], ...]
-
-    def __init__(self, parts: Mapping[str, Any]):
-        if not isinstance(parts, Mapping) or not parts:
-            raise AnatomyKitError("AllOf needs a non-empty mapping {part name: rule}")
-        object.__setattr__(self, "parts", tuple((str(k), v) for k, v in parts.items()))
-
-    def describe(self, reference: Mapping) -> str:
-        inner = " ".join(f"({name}) {rule.describe(reference)}" for name, rule in self.parts)
-        return (f"All of {len(self.parts)} parts: {inner} The claim is reproduced if every part is; partly reproduced "
-                "if at least one is reproduced or partly; otherwise not reproduced if any part is, else not "
-                "established if any part is, else not comparable.")
-
-    def decide(self, ours: Any, reference: Mapping) -> Decision:
-        names = [name for name, _ in self.parts]
-        if not isinstance(ours, Mapping) or sorted(map(str, ours)) != sorted(names):
-            raise AnatomyKitError(f"AllOf needs ours as a mapping with exactly the parts {names}")
-        ours = {str(k): v for k, v in ours.items()}
-        done = [(name, rule.decide(ours[name], reference)) for name, rule in self.parts]
-        verdicts = [d.verdict for _, d in done]
-        if all(v == "reproduced" for v in verdicts):
-            verdict = "reproduced"
-        elif {"reproduced", "partly reproduced"} & set(verdicts):
-            verdict = "partly reproduced"
-        else:
-            verdict = next(v for v in ("not reproduced", "not established", "not comparable") if v in verdicts)
-        reason = f"{verdicts.count('reproduced')} of {len(done)} parts reproduced: " + "; ".join(
-            f"{name}: {d.verdict} ({d.reason})" for name, d in done)
-        interval, null = ("; ".join(f"{n}: {getattr(d, w)}" for n, d in done if getattr(d, w)) or None
-                          for w in ("interval", "null"))
-        return Decision(verdict, reason, interval, null)
-
-
-@dataclass(frozen=True)
-class NotComparable:
-    """Our setting cannot test the claim; ``why`` (one sentence) is the reason shown."""
-    why: str
-
-    def __post_init__(self) -> None:
-        if not str(self.why).strip():
-            raise AnatomyKitError("NotComparable needs a one-sentence why")
-
-    def describe(self, reference: Mapping) -> str:
-        return f"Not comparable: {self.why}"
-
-    def decide(self, ours: Any, reference: Mapping) -> Decision:
-        return Decision("not comparable", self.why)
-
-
-@dataclass(frozen=True)
-class Requires:
-    """Judge by ``rule`` only when a precondition of our setting reaches ``minimum``; otherwise not comparable.
-
-    ``ours = {"precondition": x, "value": v}``: with ``x < minimum`` (say a prediction's held-out
-    R² of 0.01 when the claim needs a prediction with skill, or a step cap of 2 when the claim
-    is about 200 steps) our number cannot speak to the claim; with ``x ≥ minimum`` ``rule``
-    decides ``v``. ``what`` names the precondition in the text (e.g. "the prediction's held-out R²").
-    """
-    rule: Any
-    minimum: float
-    what: str
-
-    def __post_init__(self) -> None:
-        if not (callable(getattr(self.rule, "decide", None)) and callable(getattr(self.rule, "describe", None))):
-            raise AnatomyKitError(f"Requires needs a rule to apply, got {self.rule!r}")
-        _number("minimum", self.minimum)
-        if not str(self.what).strip():
-            raise AnatomyKitError("Requires needs `what`: a few words naming the precondition")
-
-    def describe(self, reference: Mapping) -> str:
-        return (f"Not comparable unless {self.what} is at least {_g(self.minimum)}; then: "
-                f"{self.rule.describe(reference)}")
-
-    def decide(self, ours: Any, reference: Mapping) -> Decision:
-        if not isinstance(ours, Mapping) or set(ours) != {"precondition", "value"}:
-            raise AnatomyKitError('Requires needs ours as {"precondition": number, "value": what the rule judges}')
-        x = _number(self.what, ours["precondition"])
-        if x < self.minimum:
-            return Decision("not comparable", f"{self.what} is {_g(x)}, below the {_g(self.minimum)} the claim "
-                            "needs, so our number cannot speak to it")
-        inner = self.rule.decide(ours["value"], reference)
-        return Decision(inner.verdict, f"{self.what} is {_g(x)} ≥ {_g(self.minimum)}; {inner.reason}",
-                        inner.interval, inner.null)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Chapter 6, *Growing the residual stream*. Paper 3 (Ramasubramanian B) grows d �
 closed-form orthogonal rotation in the plane of the all-ones unit vectors of the old and the new
 residual subspaces", built from one gain ε, applied on the output side, its inverse on the input
 side, and to LayerNorm γ/β. INFERRED: the paper's text was not available; every definition below
-is our reconstruction (SPECS.md §3.4), and what we prove about it is ours.
+is our reconstruction (the book's appendix on sources, section on paper 3), and what we
+prove about it is ours.
 
 **The rotation.** u = [1_d; 0]/√d, v = [0; 1_k]/√k, s = ε, c = √(1 − ε²), 0 ≤ ε ≤ 1:
 
