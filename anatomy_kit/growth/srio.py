@@ -30,7 +30,8 @@ R[h; 0] = [h + (c−1)h̄·1_d ; s√(d/k)·h̄·1_k].
   γ → 1, β → 0, W_in → W_in diag(γ), b_in → b_in + W_in β; ln_f's β becomes an LM-head bias and
   the head is untied from the embedding. After folding, SRIO at ε* with zero-initialised new units
   is exactly function-preserving **without any gate** (test). Rotating γ and β as vectors
-  (``norm_params="rotate"``, SPECS's first reading) is not exact at any ε > 0 (test: measured).
+  (``norm_params="rotate"``, the first reading in the appendix on sources) is not exact at any
+  ε > 0 (test: measured).
 * With the gate of ``gpt.py`` (statistics over the old coordinates at g = 0) every ε is exact at
   g = 0: the rotation only shifts the old block uniformly by (c−1)h̄, which centring removes, and
   the folded readers see [ĥ; 0], which Rᵀ leaves alone.
