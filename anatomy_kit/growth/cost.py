@@ -57,9 +57,7 @@ class StackFlops:
     head_act_grad: float
     head_weight_grad: float
 
-    @property
-    def n_layers(self) -> int:
-        return len(self.forward)
+    n_layers = property(lambda self: len(self.forward), doc="L, the number of decoder layers")
 
 
 def stack_flops(config: LMConfig, seq_len: int, *, attention: bool = True) -> StackFlops:

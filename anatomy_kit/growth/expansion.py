@@ -181,17 +181,9 @@ class GrowthPlan:
     old: "GPTConfig"
     new: "GPTConfig"
 
-    @property
-    def d(self) -> int:
-        return self.old.d_model
-
-    @property
-    def D(self) -> int:
-        return self.new.d_model
-
-    @property
-    def k(self) -> int:
-        return self.D - self.d
+    d = property(lambda self: self.old.d_model, doc="the old residual width d")
+    D = property(lambda self: self.new.d_model, doc="the new residual width D")
+    k = property(lambda self: self.D - self.d, doc="the number of new coordinates, k = D − d")
 
 
 def plan_gpt_growth(cfg, new_d: int, *, tie_embeddings: bool | None = None,
