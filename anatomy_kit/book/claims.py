@@ -27,7 +27,7 @@ from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, Close, Decisi
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
            "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Requires",
-           "Claim", "claims_table", "paper_value"]
+           "Claim", "claims_table", "explanation", "paper_value"]
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,14 @@ def _jsonable(x: Any) -> Any:
     return x if x is None or isinstance(x, (str, int, float, bool)) else str(x)
 
 
+def explanation(reason: str, note: str | None = "") -> str:
+    """Why a claim got its verdict, as tables show it: the rule's reason, then the claim's note."""
+    return reason + (f" Note: {note}." if note else "")
+
+
 def claims_table(claims: list[Claim]) -> list[dict]:
     """One row per claim for ``pandas.DataFrame``: id, paper value and unit, ours, interval/null, verdict,
     why (the rule's reason for this verdict, then the claim's note) and the rule."""
     return [{"claim": c.id, "paper": _jsonable(c.paper), "unit": c.unit, "ours": _jsonable(_summary(c.ours)),
              "interval / null": "; ".join(t for t in (c.interval, c.null) if t) or "—", "verdict": c.verdict,
-             "why": c.reason + (f" Note: {c.note}." if c.note else ""), "rule": c.rule_text} for c in claims]
+             "why": explanation(c.reason, c.note), "rule": c.rule_text} for c in claims]

@@ -60,7 +60,7 @@ class NotComparable:
             raise AnatomyKitError("NotComparable needs a one-sentence why")
 
     def describe(self, reference: Mapping) -> str:
-        return f"Not comparable: {self.why}"
+        return "Not comparable, whatever our number: our setting cannot test the claim (the reason follows)."
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         return Decision("not comparable", self.why)

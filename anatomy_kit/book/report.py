@@ -14,6 +14,7 @@ from typing import Any
 from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
+from .claims import explanation
 
 
 def _cell(x: Any) -> str:
@@ -74,17 +75,9 @@ def report_markdown(report: dict) -> str:
             p = c["paper"]
             unit = f" {p['unit']}" if p.get("unit") else ""
             spread = "; ".join(str(x) for x in (c.get("interval"), c.get("null")) if x) or "—"
-            why = _rule_and_reason(c.get("rule"), c["reason"])
-            if c.get("note"):
-                why += f" Note: {c['note']}."
+            why = explanation(f"{c['rule']} {c['reason']}" if c.get("rule") else c["reason"], c.get("note"))
             lines.append(f"| {_cell(p['claim'])} | {_cell(p['value'])}{_cell(unit)} | {_cell(c['ours'])} | "
                          f"{_cell(spread)} | **{c['verdict']}** | {_cell(why)} | {_cell(p['source'])} |")
         lines.append("")
     return "\n".join(lines)
 
-
-def _rule_and_reason(rule: str | None, reason: str) -> str:
-    """The rule's text, then why it decided as it did; a reason the rule text already holds is not repeated."""
-    if not rule:
-        return reason
-    return rule if reason.strip() in rule else f"{rule} {reason}"
