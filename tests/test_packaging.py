@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,13 +24,42 @@ DATA_TABLES: set[str] = set()
 
 
 def _subpackages() -> set[str]:
-    return {"anatomy_kit"} | {f"anatomy_kit.{p.parent.name}" for p in KIT.glob("*/__init__.py")}
+    """The kit's own subpackages (the link to the top-level data_manifest/ is not one)."""
+    return {"anatomy_kit"} | {f"anatomy_kit.{p.parent.name}" for p in KIT.glob("*/__init__.py")
+                              if not p.parent.is_symlink()}
 
 
 def test_pyproject_lists_every_subpackage_and_the_manifest():
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert set(tool["packages"]) == _subpackages() | {"anatomy_kit.data_manifest"}
-    assert tool["package-dir"]["anatomy_kit.data_manifest"] == "data_manifest"
+    # the manifest is installed through a link, so the layout is "simple" (one root, no remapping)
+    assert tool["package-dir"] == {"": "."}
+    link = KIT / "data_manifest"
+    assert link.is_symlink() and link.resolve() == (ROOT / "data_manifest").resolve()
+
+
+#: A warning category in a build's output (``BuildBackendWarning``, ``SetuptoolsDeprecationWarning``, …);
+#: pip's own notices are upper-case ``WARNING:`` lines and do not match.
+BACKEND_WARNING = re.compile(r"\b[A-Z][A-Za-z]*Warning\b")
+
+
+def _pip_quietly(*args: str) -> subprocess.CompletedProcess:
+    """Run pip (building in its isolated environment with the newest backend ``[build-system]`` allows)
+    and fail on any warning from the build backend: a deprecation shows up the day it appears."""
+    out = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    warned = [line for line in (out.stdout + out.stderr).splitlines() if BACKEND_WARNING.search(line)]
+    assert not warned, "the build backend warned:\n" + "\n".join(warned)
+    return out
+
+
+def test_editable_install_prints_no_build_backend_warning(tmp_path):
+    """The README's (and conda's) ``pip install -e .`` into a scratch venv, without dependencies."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    _pip_quietly("--python", str(venv / "bin" / "python"), "install", "--no-deps", "-e", str(ROOT))
+    pth = "".join(p.read_text() for p in (venv / "lib").rglob("__editable__*.pth"))
+    assert str(ROOT) in pth, f"the editable install should put the checkout on sys.path, got {pth!r}"
 
 
 def test_readme_and_package_docstring_name_every_subpackage():
@@ -68,9 +99,11 @@ def test_subpackages_say_what_they_hold():
 def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     """Build the wheel, install it into a scratch venv, and from elsewhere load the manifest and run the CLI."""
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                   check=True, capture_output=True, text=True)
+    _pip_quietly("wheel", "--no-deps", "-w", str(dist), str(ROOT))
     wheel = next(dist.glob("anatomy_kit-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        assert "License-Expression: Apache-2.0" in meta and any(n.endswith("licenses/LICENSE") for n in z.namelist())
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
