@@ -109,7 +109,9 @@ def test_interval_below_all_some_none():
     rule = C.IntervalBelow(0.0)
     assert verdict(rule, {"L14": iv(-0.3, -0.1), "L17": iv(-0.2, -0.05)}) == "reproduced"
     assert verdict(rule, {"L14": iv(-0.3, -0.1), "L17": iv(-0.2, 0.05)}) == "partly reproduced"
-    assert verdict(rule, {"L14": iv(-0.3, 0.1), "L17": iv(0.1, 0.2)}) == "not established"
+    assert verdict(rule, {"L14": iv(-0.3, 0.1), "L17": iv(-0.2, 0.2)}) == "not established"
+    assert verdict(rule, {"L14": iv(-0.3, 0.1), "L17": iv(0.1, 0.2)}) == "not reproduced"   # one contradicted
+    assert verdict(rule, {"L14": iv(-0.3, -0.1), "L17": iv(0.1, 0.2)}) == "mixed"
     assert verdict(rule, {"L14": iv(0.05, 0.1), "L17": iv(0.1, 0.2)}) == "not reproduced"
     assert verdict(rule, [-0.4, -0.3, -0.35]) == "reproduced"     # a list of numbers = paired differences
     assert verdict(rule, 0.0) == "not reproduced"                  # a point on the threshold is not below it
@@ -211,7 +213,7 @@ def _part(v):
 
 
 @pytest.mark.parametrize("a, b, expected", [
-    ("reproduced", "reproduced", "reproduced"), ("reproduced", "not reproduced", "partly reproduced"),
+    ("reproduced", "reproduced", "reproduced"), ("reproduced", "not reproduced", "mixed"),
     ("reproduced", "not established", "partly reproduced"), ("not established", "not reproduced", "not reproduced"),
     ("not established", "not established", "not established")])
 def test_all_of_combinations(a, b, expected):

@@ -27,7 +27,7 @@ def test_some_all_none_and_another_value():
     rule = IntervalContains()
     assert rule.decide({"a": iv(-1, 1), "b": iv(-1, 1)}, REF).verdict == "reproduced"
     d = rule.decide({"a": iv(-1, 1), "b": iv(0.5, 1)}, REF)
-    assert d.verdict == "partly reproduced" and d.reason.startswith("1 of 2 contain 0")
+    assert d.verdict == "mixed" and d.reason.startswith("1 of 2 contain 0")
     assert "b: 95 % t interval [0.5, 1]" in d.reason and "excludes 0" in d.reason
     assert rule.decide({"a": iv(0.2, 1), "b": iv(0.5, 1)}, REF).verdict == "not reproduced"
     assert IntervalContains(value=0.6).decide(iv(0.5, 1), REF).verdict == "reproduced"

@@ -9,6 +9,13 @@ Rules take ``ours`` as: a :class:`~anatomy_kit.stats.PairedComparison` or a list
 differences (t interval recomputed at the rule's confidence), an :class:`~anatomy_kit.stats.Interval`,
 a ``(low, high)`` tuple, or a plain number, which counts as a zero-width point (use it only for
 deterministic measurements; the reason then says "a point, no interval").
+
+One primary statistic decides: ``ours`` is the only thing the rule sees. Other readings (another
+module, a best-of-seven, the same effect by another measure) go in ``secondary``: shown in the
+report and the "why" text, never passed to the rule, so they can never upgrade a verdict. Each
+claim carries the decision's one-line ``summary`` (≤ 120 characters, for compact tables) and
+``near_threshold`` (a number that decides the verdict lies close to its threshold: another
+machine may flip it). The full list of rules is in :mod:`.rules`.
 """
 
 from __future__ import annotations
@@ -20,14 +27,20 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..manifest import references
-from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, signed
+from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, format_spearman, signed
 from ..validate import AnatomyKitError
-from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, Close, Decision, DifferenceSign, IntervalAbove,
-                    IntervalBelow, Magnitude, NotComparable, RankCorrelation, Requires, SetOverlap, paper_value)
+from .decision import _g, shorten
+from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
+                    Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
+                    RankCorrelation, Requires, SetOverlap, paper_value)
 
-__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
-           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Requires",
-           "Claim", "claims_table", "explanation", "paper_value"]
+__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
+           "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
+           "BeyondNull", "AllOf", "NotComparable", "Requires", "ByConstruction", "Claim", "claims_table",
+           "explanation", "paper_value"]
+
+RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, IntervalAbove, IntervalContains, "
+              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Requires, NotComparable or ByConstruction")
 
 
 @dataclass(frozen=True)
@@ -35,15 +48,22 @@ class Claim:
     """Our verdict on one paper claim, decided at construction by ``rule``; there is no verdict argument.
 
     ``id`` names an entry of ``data_manifest/references.yaml`` (the paper's value comes from it);
-    ``evidence`` (JSON-ready: metric keys, figure names) and ``note`` go into the report.
+    ``ours`` is the primary statistic, the only input of ``rule``; ``secondary`` (``{name: value or
+    interval}``) holds other readings, shown beside the verdict and never judged; ``evidence``
+    (JSON-ready: metric keys, figure names) and ``note`` go into the report. After construction:
+    ``verdict``, ``reason``, ``summary`` (one line ≤ 120 characters: the rule's, else the reason
+    shortened), ``near_threshold``, ``interval``, ``null``, ``rule_text``, ``paper``, ``unit``.
     """
     id: str
     ours: Any
     rule: Any
     evidence: Any = field(default=None, kw_only=True)
     note: str = field(default="", kw_only=True)
+    secondary: Mapping[str, Any] | None = field(default=None, kw_only=True)
     verdict: str = field(init=False)
     reason: str = field(init=False)
+    summary: str = field(init=False)
+    near_threshold: bool = field(init=False)
     rule_text: str = field(init=False)
     interval: str | None = field(init=False)
     null: str | None = field(init=False)
@@ -56,23 +76,48 @@ class Claim:
             raise AnatomyKitError(f"claim id {self.id!r} is not in data_manifest/references.yaml; add an entry there "
                                   f"(claim, value, unit, source) first. Known ids: {', '.join(sorted(refs))}")
         if not (callable(getattr(self.rule, "decide", None)) and callable(getattr(self.rule, "describe", None))):
-            raise AnatomyKitError(f"rule={self.rule!r} is not a rule; use Magnitude, Close, DifferenceSign, IntervalBelow, "
-                                  "IntervalAbove, SetOverlap, RankCorrelation, BeyondNull, AllOf, NotComparable or Requires")
+            raise AnatomyKitError(f"rule={self.rule!r} is not a rule; use {RULE_NAMES}")
+        if self.secondary is not None and (not isinstance(self.secondary, Mapping) or not self.secondary):
+            raise AnatomyKitError(f"secondary={self.secondary!r} must be a non-empty mapping {{name: value or "
+                                  "interval}} (or None)")
         ref = refs[self.id]
         decision = self.rule.decide(self.ours, ref)
         if not isinstance(decision, Decision):
             raise AnatomyKitError(f"{type(self.rule).__name__}.decide must return a Decision")
         for name, value in (("verdict", decision.verdict), ("reason", decision.reason),
+                            ("summary", decision.summary or shorten(decision.reason)),
+                            ("near_threshold", decision.near_threshold),
                             ("rule_text", self.rule.describe(ref)), ("interval", decision.interval),
                             ("null", decision.null), ("paper", ref["value"]), ("unit", ref.get("unit"))):
             object.__setattr__(self, name, value)
 
+    def secondary_text(self) -> dict[str, Any]:
+        """``{name: what the report shows}`` of the secondary readings (intervals as text); ``{}`` if none."""
+        return {str(k): _shown(v) for k, v in (self.secondary or {}).items()}
+
     def to_dict(self) -> dict:
-        """JSON-ready: ``ours`` as shown, ``ours_data`` in full; NumPy scalars converted, inf/NaN → None."""
+        """JSON-ready: ``ours`` as shown, ``ours_data`` in full, ``secondary`` as shown and ``secondary_data``
+        in full; NumPy scalars converted, inf/NaN → None."""
         return {"id": self.id, "ours": _jsonable(_summary(self.ours)), "ours_data": _jsonable(self.ours),
-                "verdict": self.verdict, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
+                "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
+                "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
                 "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
+                "secondary": _jsonable(self.secondary_text()), "secondary_data": _jsonable(self.secondary),
                 "evidence": _jsonable(self.evidence), "note": self.note}
+
+
+def _shown(x: Any) -> Any:
+    """A secondary reading as the report shows it: intervals and tests as one line of text."""
+    if isinstance(x, (PairedComparison, PermutationNull)):
+        return x.describe()
+    if isinstance(x, SpearmanResult):
+        return format_spearman(x)
+    if isinstance(x, Interval):
+        return (f"{_g(x.mean)} ({100 * x.confidence:g} % {x.method} interval [{_g(x.low)}, {_g(x.high)}], "
+                f"n = {x.n})")
+    if isinstance(x, Mapping):
+        return {str(k): _shown(v) for k, v in x.items()}
+    return _summary(x)
 
 
 def _summary(x: Any) -> Any:
@@ -102,14 +147,29 @@ def _jsonable(x: Any) -> Any:
     return x if x is None or isinstance(x, (str, int, float, bool)) else str(x)
 
 
-def explanation(reason: str, note: str | None = "") -> str:
-    """Why a claim got its verdict, as tables show it: the rule's reason, then the claim's note."""
-    return reason + (f" Note: {note}." if note else "")
+def explanation(reason: str, note: str | None = "", secondary: Mapping[str, Any] | None = None,
+                near_threshold: bool = False) -> str:
+    """Why a claim got its verdict, as tables show it: the rule's reason, then the claim's note, then the
+    secondary readings (shown, not judged) and whether the verdict sits near its threshold."""
+    text = reason + (f" Note: {note}." if note else "")
+    if secondary:
+        text += " Secondary, not judged: " + "; ".join(f"{k} = {_fmt(v)}" for k, v in secondary.items()) + "."
+    return text + (" Near its threshold: another machine may flip this verdict." if near_threshold else "")
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return _g(x)
+    if isinstance(x, Mapping):
+        return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in x.items()) + "}"
+    return str(x)
 
 
 def claims_table(claims: list[Claim]) -> list[dict]:
     """One row per claim for ``pandas.DataFrame``: id, paper value and unit, ours, interval/null, verdict,
-    why (the rule's reason for this verdict, then the claim's note) and the rule."""
+    why (the rule's reason for this verdict, the claim's note, its secondary readings, a near-threshold mark)
+    and the rule."""
     return [{"claim": c.id, "paper": _jsonable(c.paper), "unit": c.unit, "ours": _jsonable(_summary(c.ours)),
              "interval / null": "; ".join(t for t in (c.interval, c.null) if t) or "—", "verdict": c.verdict,
-             "why": explanation(c.reason, c.note), "rule": c.rule_text} for c in claims]
+             "why": explanation(c.reason, c.note, c.secondary_text(), c.near_threshold), "rule": c.rule_text}
+            for c in claims]

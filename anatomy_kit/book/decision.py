@@ -1,39 +1,137 @@
-"""Verdicts, the decision a rule returns, and the helpers rules share (read a paper value, an interval)."""
+"""Verdicts, the decision a rule returns, and the helpers rules share (read a paper value, an interval,
+combine the verdicts of several parts, mark a verdict near its threshold, shorten a line).
+
+Every rule returns a :class:`Decision`. Rules that judge several parts or intervals at once
+(:class:`~.combine.AllOf`, :class:`~.rules.IntervalBelow` over a mapping, ...) combine them with
+:func:`combine_verdicts`, one table for all: "mixed" when some parts hold and some are contradicted.
+Every decision carries a one-line ``summary`` (≤ 120 characters) and ``near_threshold``: an interval
+end within 5 % of the interval's width of a threshold that decides the verdict (a point: within 5 %
+of the larger of its magnitude and the threshold's; a p-value: within 5 % of alpha), the verdicts a
+last-digit difference on another machine could flip.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..stats import Interval, PairedComparison, format_p, paired_t_interval, sign_flip_interval, signed
 from ..validate import AnatomyKitError, check_choice
 
-__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "paper_value"]
+__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "paper_value", "combine_verdicts", "near_threshold",
+           "p_near_alpha", "shorten", "SUMMARY_MAX", "NEAR_FRACTION"]
+
+SUMMARY_MAX = 120      # characters of Decision.summary (one line of a compact table)
+NEAR_FRACTION = 0.05   # an interval end this fraction of the width from a deciding threshold is "near" it
 
 
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not established", "not comparable")
+VERDICTS = ("reproduced", "partly reproduced", "mixed", "not reproduced", "not established", "holds by construction",
+            "not comparable")
 VERDICT_MEANINGS = {
     "reproduced": "The paper's claim holds in our setting by the declared rule (the same claim, not a coinciding number).",
-    "partly reproduced": "Some parts of the claim, or the weaker form named by the rule's partial threshold, hold.",
+    "partly reproduced": "Some parts of the claim, or the weaker form named by the rule's partial threshold, hold, and no part is contradicted.",
+    "mixed": "Some parts of the claim hold and others are contradicted by our data.",
     "not reproduced": "Our data contradict the claim: an interval on the wrong side, or a number beyond the partial threshold.",
     "not established": "Our data cannot decide: the interval includes 0 or the null, or too few seeds or layers for a test.",
+    "holds by construction": "It holds because of how the experiment is built (the reason says how), so it is no evidence for the claim.",
     "not comparable": "Our setting cannot test the claim (another model, scale or measurement), so no number of ours speaks to it.",
 }
 
 
 @dataclass(frozen=True)
 class Decision:
-    """A rule's verdict, its reason, and the uncertainty (interval, null) it was decided on."""
+    """A rule's verdict, its reason, and the uncertainty (interval, null) it was decided on.
+
+    ``summary``: one line (≤ :data:`SUMMARY_MAX` characters, no line break) a reader takes in at a
+    glance, e.g. "Δ = −0.21 nats, 95 % t interval below 0"; ``None``: tables shorten ``reason``.
+    ``near_threshold``: a number that decides the verdict lies close to a threshold that decides it
+    (see :func:`near_threshold`), so another machine (another CPU kernel path: last-digit
+    differences in trained losses) may flip the verdict.
+    """
     verdict: str
     reason: str
     interval: str | None = None
     null: str | None = None
+    summary: str | None = None
+    near_threshold: bool = False
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
+        if self.summary is not None and (len(self.summary) > SUMMARY_MAX or "\n" in self.summary):
+            raise AnatomyKitError(f"a Decision summary is one line of at most {SUMMARY_MAX} characters; got "
+                                  f"{len(self.summary)}: {self.summary!r} (use shorten())")
+        if not isinstance(self.near_threshold, (bool, np.bool_)):
+            raise AnatomyKitError(f"near_threshold={self.near_threshold!r} must be True or False")
+        object.__setattr__(self, "near_threshold", bool(self.near_threshold))
+
+
+_SUPPORT = ("reproduced", "partly reproduced")
+
+
+def combine_verdicts(verdicts: list[str] | tuple[str, ...]) -> str:
+    """The verdict of a claim from its parts' verdicts (:class:`~.combine.AllOf` and every rule that judges
+    several intervals or items at once). Chapters 1–6 (through their rules).
+
+    "holds by construction" parts are left out (no evidence either way; all of them: "holds by
+    construction"); then: every part reproduced → "reproduced"; a "mixed" part, or some part
+    reproduced or partly while another is "not reproduced" → "mixed"; some reproduced or partly and
+    none contradicted → "partly reproduced"; otherwise the first of "not reproduced", "not
+    established", "not comparable" that occurs.
+    """
+    if not verdicts:
+        raise AnatomyKitError("combine_verdicts needs at least one part verdict")
+    for v in verdicts:
+        check_choice("part verdict", v, VERDICTS)
+    counted = [v for v in verdicts if v != "holds by construction"]
+    if not counted:
+        return "holds by construction"
+    if all(v == "reproduced" for v in counted):
+        return "reproduced"
+    support = any(v in _SUPPORT for v in counted)
+    if "mixed" in counted or (support and "not reproduced" in counted):
+        return "mixed"
+    if support:
+        return "partly reproduced"
+    return next(v for v in ("not reproduced", "not established", "not comparable") if v in counted)
+
+
+def near_threshold(low: float, high: float, thresholds: Any) -> bool:
+    """Whether an end of ``[low, high]`` lies within ``NEAR_FRACTION`` (5 %) of the interval's width of a
+    threshold that decides the verdict (any of ``thresholds``). Chapters 1–6 (through their rules).
+
+    A point (``low == high``) is near when within 5 % of ``max(|x|, |threshold|)`` of it. Infinite
+    ends (one seed, an unbounded sign-flip interval) are never near; neither are infinite thresholds.
+    A change of the data much smaller than the interval's width (a last digit on another kernel
+    path) can flip a verdict only when this is True.
+    """
+    ends = [e for e in (low, high) if math.isfinite(e)]
+    width = high - low
+    for t in thresholds:
+        if not math.isfinite(t):
+            continue
+        scale = NEAR_FRACTION * (width if width > 0 else max(abs(low), abs(t)))
+        if any(abs(e - t) <= scale for e in ends):
+            return True
+    return False
+
+
+def p_near_alpha(p: float, alpha: float) -> bool:
+    """A p-value within 5 % of ``alpha`` (relative) is near the threshold that decides it (:func:`near_threshold`
+    for a point). Chapters 1, 2, 4 (through their rules)."""
+    return math.isfinite(p) and abs(p - alpha) <= NEAR_FRACTION * max(p, alpha)
+
+
+def shorten(text: str, limit: int = SUMMARY_MAX) -> str:
+    """``text`` on one line, cut at a word boundary with "…" to at most ``limit`` characters (the compact
+    claims tables of every chapter and the report)."""
+    line = " ".join(str(text).split())
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 1]
+    return (cut[:cut.rfind(" ")] if " " in cut[limit // 2:] else cut).rstrip(" ,;:") + "…"
 
 
 def paper_value(reference: Mapping, key: str | None = None) -> Any:
@@ -86,7 +184,54 @@ def _span(ours: Any, confidence: float, method: str | None = None) -> tuple[floa
     return x, x, f"{_g(x)} (a point, no interval)"
 
 
+def _brief(ours: Any, low: float, high: float) -> str:
+    """The few characters a summary shows of ``ours``: ``Δ = −0.21 nats [−0.3, −0.12]``, ``[743, 7,201]``,
+    ``0.85 (point)``."""
+    if low == high:
+        return f"{_g(low)} (point)"
+    head = ""
+    if isinstance(ours, PairedComparison):
+        head = f"Δ = {_g(ours.mean)}{' ' + ours.unit if ours.unit else ''} "
+    elif isinstance(ours, Interval):
+        head = f"{_g(ours.mean)} "
+    return f"{head}[{_g(low)}, {_g(high)}]"
+
+
 def _side(span: tuple[float, float, str], threshold: float, below: bool) -> str:
     """``beyond`` (entirely on the claimed side), ``wrong`` (entirely off it, or a point on it), ``straddles``."""
     lo, hi, t = (span[0], span[1], threshold) if below else (-span[1], -span[0], -threshold)
     return "beyond" if hi < t else "wrong" if lo > t or lo == hi == t else "straddles"
+
+
+def _items(ours: Any) -> list[tuple[str, Any]]:
+    """``[(name, one interval's data)]``: a mapping or a list of intervals, or one (``name`` ""; a list of
+    numbers is one comparison's paired differences)."""
+    if isinstance(ours, Mapping) or (isinstance(ours, list) and not all(isinstance(v, (int, float)) for v in ours)):
+        return [(str(k), v) for k, v in (ours.items() if isinstance(ours, Mapping) else enumerate(ours))]
+    return [("", ours)]
+
+
+def _judge_each(ours: Any, confidence: float, method: str | None, classify: Callable[[float, float], tuple[str, str]],
+                thresholds: list[float], counted: str) -> Decision:
+    """Judge one interval or each of several (:func:`_items`) by ``classify(low, high) -> (verdict, words)``,
+    combine by :func:`combine_verdicts`; ``counted`` names the reproduced outcome ("entirely below 0")."""
+    judged = []
+    for name, value in _items(ours):
+        low, high, text = _span(value, confidence, method)
+        judged.append((name, value, low, high, text, *classify(low, high)))
+    verdict = combine_verdicts([j[5] for j in judged])
+    interval = "; ".join(f"{name + ': ' if name else ''}{text}" for name, _, _, _, text, _, _ in judged)
+    body = "; ".join(f"{name + ': ' if name else ''}{text}: {words}" for name, _, _, _, text, _, words in judged)
+    near = any(near_threshold(low, high, thresholds) for _, _, low, high, *_ in judged)
+    if len(judged) == 1:
+        _, value, low, high, _, _, words = judged[0]
+        kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
+        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)}: {words}{kind}"),
+                        near_threshold=near)
+    groups: dict[str, list[str]] = {}
+    for name, *_, words in judged:
+        groups.setdefault(words, []).append(name)
+    n_counted = sum(j[5] == "reproduced" for j in judged)
+    summary = "; ".join(f"{words}: {', '.join(names)}" for words, names in groups.items())
+    return Decision(verdict, f"{n_counted} of {len(judged)} {counted}: {body}", interval,
+                    summary=shorten(summary), near_threshold=near)

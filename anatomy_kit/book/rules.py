@@ -1,13 +1,28 @@
 """The rules that decide verdicts on paper claims (used through :mod:`anatomy_kit.book.claims`).
 
-The rules built from other rules (``AllOf``, ``Requires``) and ``NotComparable`` live in
-:mod:`.combine` and are re-exported here. Each rule is a frozen dataclass with ``decide(ours, reference) -> Decision`` and
+Each rule is a frozen dataclass with ``decide(ours, reference) -> Decision`` and
 ``describe(reference) -> str``; the text the report shows is generated from the same fields that
-decide, so a changed threshold changes both. Rules take ``ours`` as: a
-:class:`~anatomy_kit.stats.PairedComparison` or a list of paired differences (t interval recomputed
-at the rule's confidence), an :class:`~anatomy_kit.stats.Interval`, a ``(low, high)`` tuple, or a
-plain number, which counts as a zero-width point (use it only for deterministic measurements; the
-reason then says "a point, no interval").
+decide, so a changed threshold changes both. Every rule, by what the claim says:
+
+- a difference has a sign: ``DifferenceSign`` (paired seeds; the paper's sign read from the reference);
+- every interval lies below/above a threshold: ``IntervalBelow``, ``IntervalAbove``;
+- no difference is established (not equality!): ``IntervalContains``;
+- two things are *equal*: ``Equivalent(margin=..., basis=...)`` (:mod:`.equivalence`; TOST, margin declared first);
+- a number matches the paper's: ``Close`` (absolute/relative band);
+- an order of magnitude: ``Magnitude`` (judged on the whole interval); a rank: ``RankAtMost`` (:mod:`.magnitude`);
+- a set of layers matches the paper's: ``SetOverlap`` (it must beat chance: ``null="exchangeable"``
+  or ``"edge"``, :mod:`.nulls`);
+- a rank correlation has the paper's sign: ``RankCorrelation``; a statistic beats a null model: ``BeyondNull``;
+- several parts: ``AllOf`` (mixed when some hold and others are contradicted); a precondition first:
+  ``Requires``; cannot be tested here: ``NotComparable``; holds because of how the experiment is
+  built: ``ByConstruction`` (:mod:`.combine`).
+
+Rules take ``ours`` as: a :class:`~anatomy_kit.stats.PairedComparison` or a list of paired
+differences (t interval recomputed at the rule's confidence), an :class:`~anatomy_kit.stats.Interval`,
+a ``(low, high)`` tuple, or a plain number, which counts as a zero-width point (use it only for
+deterministic measurements; the reason then says "a point, no interval"). One primary statistic
+decides; other readings go in the claim's ``secondary`` (shown, never judged). Every decision has a
+one-line ``summary`` and says whether it is ``near_threshold`` (:mod:`.decision`).
 """
 
 from __future__ import annotations
@@ -16,46 +31,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from scipy import stats as _sps
-
-from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, spearman
+from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, overlap_chance, spearman
 from ..validate import AnatomyKitError, check_choice, check_int
-from .combine import AllOf, NotComparable, Requires
-from .decision import VERDICT_MEANINGS, VERDICTS, Decision, _g, _number, _pct, _side, _span, paper_value
+from .combine import AllOf, ByConstruction, NotComparable, Requires
+from .decision import (VERDICT_MEANINGS, VERDICTS, Decision, _brief, _g, _judge_each, _number, _pct, _side, _span,
+                       combine_verdicts, near_threshold, p_near_alpha, paper_value, shorten)
+from .equivalence import Equivalent
+from .magnitude import Magnitude, RankAtMost
+from .nulls import EDGE_NULL_TEXT, centres, edge_overlap_chance
 
-
-__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "Close", "DifferenceSign", "IntervalBelow",
-           "IntervalAbove", "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "NotComparable", "Requires",
-           "IntervalContains", "paper_value"]
-
-
-@dataclass(frozen=True)
-class Magnitude:
-    """Order of magnitude: ``f = max(r, 1/r)``, ``r = ours / paper``, same sign required."""
-    within_factor: float = 10.0
-    partly_factor: float = 100.0
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.within_factor <= self.partly_factor:
-            raise AnatomyKitError(f"Magnitude needs 1 ≤ within_factor ≤ partly_factor, got {self.within_factor}, "
-                                  f"{self.partly_factor}")
-
-    def describe(self, reference: Mapping) -> str:
-        return (f"Reproduced if ours has the sign of the paper's {_g(paper_value(reference, self.key))} and lies "
-                f"within a factor {_g(self.within_factor)} of it; partly reproduced within a factor "
-                f"{_g(self.partly_factor)}; otherwise not reproduced.")
-
-    def decide(self, ours: Any, reference: Mapping) -> Decision:
-        paper, x = _number("paper value", paper_value(reference, self.key)), _number("ours", ours)
-        if paper == 0:
-            raise AnatomyKitError("Magnitude cannot compare with a paper value of 0; use Close")
-        if x == 0 or (x > 0) != (paper > 0):
-            return Decision("not reproduced", f"ours {_g(x)} does not have the sign of the paper's {_g(paper)}")
-        f = max(x / paper, paper / x)
-        verdict = ("reproduced" if f <= self.within_factor else
-                   "partly reproduced" if f <= self.partly_factor else "not reproduced")
-        return Decision(verdict, f"ours {_g(x)} is a factor {f:.3g} from the paper's {_g(paper)}")
+__all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
+           "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
+           "BeyondNull", "AllOf", "NotComparable", "Requires", "ByConstruction", "combine_verdicts", "paper_value"]
 
 
 @dataclass(frozen=True)
@@ -88,13 +75,21 @@ class Close:
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         paper = _number("paper value", paper_value(reference, self.key))
         (low, high, text), bands = _span(ours, self.confidence), self._bands(paper)
+        near = near_threshold(low, high, [paper + s * b for b, _ in bands for s in (-1, 1)])
+        brief = _brief(ours, low, high)
         for band, verdict in bands:
             if paper - band <= low and high <= paper + band:
-                return Decision(verdict, f"ours {text} is within ±{_g(band)} of the paper's {_g(paper)}", text)
+                return Decision(verdict, f"ours {text} is within ±{_g(band)} of the paper's {_g(paper)}", text,
+                                summary=shorten(f"{brief}: within ±{_g(band)} of the paper's {_g(paper)}"),
+                                near_threshold=near)
         outer = bands[-1][0]
         if high < paper - outer or low > paper + outer:
-            return Decision("not reproduced", f"ours {text} lies outside ±{_g(outer)} of {_g(paper)}", text)
-        return Decision("not established", f"ours {text} overlaps the edge of ±{_g(outer)} around {_g(paper)}", text)
+            return Decision("not reproduced", f"ours {text} lies outside ±{_g(outer)} of {_g(paper)}", text,
+                            summary=shorten(f"{brief}: outside ±{_g(outer)} of the paper's {_g(paper)}"),
+                            near_threshold=near)
+        return Decision("not established", f"ours {text} overlaps the edge of ±{_g(outer)} around {_g(paper)}", text,
+                        summary=shorten(f"{brief}: overlaps the edge of ±{_g(outer)} around {_g(paper)}"),
+                        near_threshold=near)
 
 
 @dataclass(frozen=True)
@@ -115,27 +110,19 @@ class IntervalBelow:
         side, other, t = ("below", "above", _g(self.threshold)) if self._below else ("above", "below", _g(self.threshold))
         kind = f"{self.method} interval" if self.method else "interval (or point)"
         return (f"Reproduced if every {_pct(self.confidence)} {kind} lies entirely {side} {t}; partly reproduced if "
-                f"some do; not established if none does and some contain {t}; not reproduced if all lie {other} it.")
+                f"some do and the others contain {t}; mixed if some lie entirely {side} {t} and others {other} it; not "
+                f"established if all contain {t}; not reproduced if none lies {side} {t} and some lie {other} it "
+                "(a point on the threshold counts as not beyond it).")
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
-        spans = [(name, _span(v, self.confidence, self.method)) for name, v in _items(ours)]
-        outcomes = [_side(span, self.threshold, self._below) for _, span in spans]
         side, t = "below" if self._below else "above", _g(self.threshold)
-        words = {"beyond": f"entirely {side} {t}", "wrong": f"not {side} {t}", "straddles": f"contains {t}"}
-        texts = "; ".join(f"{name}{span[2]}" for name, span in spans)
-        n_in = outcomes.count("beyond")
-        verdict = ("reproduced" if n_in == len(outcomes) else "partly reproduced" if n_in else
-                   "not established" if "straddles" in outcomes else "not reproduced")
-        reason = "; ".join(f"{name}{span[2]}: {words[o]}" for (name, span), o in zip(spans, outcomes))
-        return Decision(verdict, reason if len(spans) == 1 else f"{n_in} of {len(spans)} {words['beyond']}: {reason}",
-                        texts)
+        verdicts = {"beyond": ("reproduced", f"entirely {side} {t}"), "wrong": ("not reproduced", f"not {side} {t}"),
+                    "straddles": ("not established", f"contains {t}")}
 
+        def classify(low: float, high: float) -> tuple[str, str]:
+            return verdicts[_side((low, high, ""), self.threshold, self._below)]
 
-def _items(ours: Any) -> list[tuple[str, Any]]:
-    """``[(label, one interval's data)]``: a mapping or a list of intervals, or one (a list of numbers is one)."""
-    if isinstance(ours, Mapping) or (isinstance(ours, list) and not all(isinstance(v, (int, float)) for v in ours)):
-        return [(f"{k}: ", v) for k, v in (ours.items() if isinstance(ours, Mapping) else enumerate(ours))]
-    return [("", ours)]
+        return _judge_each(ours, self.confidence, self.method, classify, [self.threshold], f"entirely {side} {t}")
 
 
 @dataclass(frozen=True)
@@ -185,29 +172,51 @@ class DifferenceSign:
 class SetOverlap:
     """Our set (e.g. critical layers) shares ≥ ``full`` members with the paper's; ≥ ``partly``: partly.
 
-    With ``n_layers`` the overlap must also beat chance: the hypergeometric probability that a random
-    set of our size, drawn from ``n_layers``, shares as many must be ≤ ``alpha``; an overlap that
-    chance gives as often is "not established" (it equals what a null model gives).
+    The overlap must also beat chance (when a null applies): the probability that the null gives a set
+    sharing as many must be ≤ ``alpha``; an overlap that chance gives as often is "not established"
+    (it equals what a null model gives). ``null`` says which chance (stated in the rule text and reason):
+
+    - ``"exchangeable"`` (default): with ``n_layers``, the hypergeometric probability that a random set
+      of our size drawn from ``n_layers`` layers shares as many (layers exchangeable); ``ours`` is the set;
+    - ``"edge"``: :mod:`.nulls`' edge-structured null (our map's trend of importance with distance from
+      the nearest edge kept, the rest shuffled; ``draws`` seeded Monte Carlo draws with ``seed``);
+      ``ours = {"set": [layers], "profile": {layer: importance or interval}}`` (larger = more important,
+      the candidate layers; pass the map the set was picked from, so that the set's ranks in it are the
+      ranks it was picked at; ``n_layers``, if given, must equal their number).
+
+    ``ours`` may be that mapping with the exchangeable null too (``n_layers`` then defaults to the map's size).
     """
     full: int = 3
     partly: int = 1
     n_layers: int | None = None
     key: str | None = None
     alpha: float = 0.05
+    null: str = "exchangeable"
+    draws: int = 10_000
+    seed: int = 0
 
     def __post_init__(self) -> None:
         check_int("full", self.full, minimum=check_int("partly", self.partly, minimum=1))
+        check_choice("null", self.null, ("exchangeable", "edge"))
+        check_int("draws", self.draws, minimum=100)
+        check_int("seed", self.seed, minimum=0)
 
     def describe(self, reference: Mapping) -> str:
         text = (f"Reproduced if ours shares at least {self.full} of the paper's "
                 f"{sorted(paper_value(reference, self.key))}; partly reproduced if at least {self.partly}; "
                 "otherwise not reproduced.")
-        if self.n_layers:
-            text += (f" Either counts only if a random set of our size from {self.n_layers} layers shares as "
-                     f"many with probability ≤ {self.alpha:g}; otherwise not established.")
+        if self.null == "edge":
+            text += (f" Either counts only if sets drawn by {EDGE_NULL_TEXT} share as many with probability ≤ "
+                     f"{self.alpha:g} ({self.draws:,} draws, seed {self.seed}); otherwise not established.")
+        elif self.n_layers:
+            text += (f" Either counts only if a random set of our size from {self.n_layers} layers (layers "
+                     f"exchangeable: hypergeometric) shares as many with probability ≤ {self.alpha:g}; otherwise "
+                     "not established.")
         return text
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
+        ours, profile = self._split(ours)
+        n_layers = self.n_layers or (len(profile) if profile else None)
         paper, mine = set(paper_value(reference, self.key)), {int(v) for v in ours}
         if self.full > len(paper):
             raise AnatomyKitError(f"full={self.full} exceeds the paper's {len(paper)} members")
@@ -215,12 +224,37 @@ class SetOverlap:
         verdict = ("reproduced" if len(shared) >= self.full else
                    "partly reproduced" if len(shared) >= self.partly else "not reproduced")
         reason = f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)} {shared}"
-        if self.n_layers:
-            chance = float(_sps.hypergeom.sf(len(shared) - 1, self.n_layers, len(paper), len(mine)))
-            reason += f"; a random {len(mine)} of {self.n_layers} layers share as many with {format_p(chance)}"
-            if verdict != "not reproduced" and chance > self.alpha:
-                verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
-        return Decision(verdict, reason)
+        chance, null = None, ""
+        if self.null == "edge":
+            chance = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
+            null = "edge-structured null"
+            reason += f"; under {EDGE_NULL_TEXT}, {self.draws:,} draws, as many are shared with {format_p(chance)}"
+        elif n_layers:
+            chance = overlap_chance(len(shared), n_layers, len(paper), len(mine))
+            null = "layers exchangeable"
+            reason += (f"; a random {len(mine)} of {n_layers} layers share as many with {format_p(chance)} "
+                       "(hypergeometric: layers exchangeable)")
+        near = chance is not None and verdict != "not reproduced" and p_near_alpha(chance, self.alpha)
+        if chance is not None and verdict != "not reproduced" and chance > self.alpha:
+            verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
+        summary = f"shares {len(shared)} of the paper's {len(paper)} layers" + (f" {shared}" if shared else "")
+        summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
+        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near)
+
+    def _split(self, ours: Any) -> tuple[Any, dict | None]:
+        """``(the set, the importance map or None)``."""
+        if isinstance(ours, Mapping):
+            if set(ours) != {"set", "profile"}:
+                raise AnatomyKitError('SetOverlap needs ours as a set of layers or {"set": [...], "profile": '
+                                      f'{{layer: importance}}}}, got keys {sorted(map(str, ours))}')
+            profile = centres(ours["profile"])
+            if self.n_layers and self.n_layers != len(profile):
+                raise AnatomyKitError(f"n_layers={self.n_layers} but the importance map has {len(profile)} layers")
+            return ours["set"], profile
+        if self.null == "edge":
+            raise AnatomyKitError('SetOverlap(null="edge") needs ours = {"set": [layers], "profile": {layer: '
+                                  "importance}}: the null is fitted on the map's own edge profile")
+        return ours, None
 
 
 @dataclass(frozen=True)
@@ -241,12 +275,15 @@ class RankCorrelation:
         sign = _expected_sign(self.expected_sign, reference)
         r = ours if isinstance(ours, SpearmanResult) else spearman(*ours)
         text = format_spearman(r, min_n=self.min_n, noun="points")
+        near = r.n >= self.min_n and p_near_alpha(r.p, self.alpha)
         if r.n < self.min_n or math.isnan(r.rho) or r.p > self.alpha:
             why = f"fewer than {self.min_n} points" if r.n < self.min_n else f"p > {self.alpha:g} or ρ undefined"
-            return Decision("not established", f"{text}: {why}", text)
-        if (r.rho < 0) == (sign == "negative"):
-            return Decision("reproduced", f"{text}: {sign}, as the paper says", text)
-        return Decision("not reproduced", f"{text}: the opposite of the paper's {sign} sign", text)
+            verdict = "not established"
+        elif (r.rho < 0) == (sign == "negative"):
+            verdict, why = "reproduced", f"{sign}, as the paper says"
+        else:
+            verdict, why = "not reproduced", f"the opposite of the paper's {sign} sign"
+        return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near)
 
 
 @dataclass(frozen=True)
@@ -280,21 +317,28 @@ class BeyondNull:
         if low == high and nlo == nhi:
             why = ("equals the null model's value" if math.isclose(low, nlo, rel_tol=1e-9, abs_tol=1e-12) else
                    f"is a point against a point {null_text}: neither carries an uncertainty, so nothing is decided")
-            return Decision("not established", f"ours {_g(low)} {why}", text, null_text)
+            return Decision("not established", f"ours {_g(low)} {why}", text, null_text,
+                            summary=shorten(f"ours {_g(low)} {why}"))
         beyond, wrong = (low > nhi, high < nlo) if self.direction == "greater" else (high < nlo, low > nhi)
         verdict, what = (("reproduced", "beyond the null in the paper's direction") if beyond else
                          ("not reproduced", "beyond the null on the other side") if wrong else
                          ("not established", "not separated from the null"))
-        return Decision(verdict, f"ours {text} vs {null_text}: {what}", text, null_text)
+        return Decision(verdict, f"ours {text} vs {null_text}: {what}", text, null_text,
+                        summary=shorten(f"{_brief(ours[0], low, high)} vs {null_text}: {what}"),
+                        near_threshold=near_threshold(low, high, [nlo, nhi]))
 
     def _permutation(self, r: PermutationNull) -> Decision:
         p, q = r.p_value(self.direction), r.p_value("less" if self.direction == "greater" else "greater")
         if r.null_sd == 0 and math.isclose(r.observed, r.null_mean, rel_tol=1e-9, abs_tol=1e-12):
             return Decision("not established", f"ours {_g(r.observed)} equals the null model's value "
-                            "(every shuffled order gives it)", None, r.describe())
+                            "(every shuffled order gives it)", None, r.describe(),
+                            summary=f"ours {_g(r.observed)} equals the null model's value")
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
-        return Decision(verdict, f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against "
-                        f"{r.n_perm:,} {'distinct orders' if r.method == 'exact' else 'shuffles'}", None, r.describe())
+        reason = (f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against "
+                  f"{r.n_perm:,} {'distinct orders' if r.method == 'exact' else 'shuffles'}")
+        near = p_near_alpha(p, self.alpha) or p_near_alpha(q, self.alpha)
+        return Decision(verdict, reason, None, r.describe(),
+                        summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near)
 
 
 @dataclass(frozen=True)
@@ -311,14 +355,14 @@ class IntervalContains:
 
     def describe(self, reference: Mapping) -> str:
         return (f"Reproduced if every {_pct(self.confidence)} {self.method or 'plain'} interval contains {_g(self.value)} "
-                "(no difference established, as the paper says); partly reproduced if some do; not reproduced if none does.")
+                "(no difference established, as the paper says); mixed if some do and others exclude it; not "
+                "reproduced if none does. This is no test of equality: that needs Equivalent and its margin.")
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
-        spans = [(name, _span(v, self.confidence, self.method)) for name, v in _items(ours)]
-        inside = [lo <= self.value <= hi for _, (lo, hi, _) in spans]
-        n_in, v = sum(inside), _g(self.value)
-        verdict = "reproduced" if n_in == len(spans) else "partly reproduced" if n_in else "not reproduced"
-        reason = "; ".join(f"{name}{span[2]}: {'contains' if ok else 'excludes'} {v}"
-                           for (name, span), ok in zip(spans, inside))
-        return Decision(verdict, reason if len(spans) == 1 else f"{n_in} of {len(spans)} contain {v}: {reason}",
-                        "; ".join(f"{name}{span[2]}" for name, span in spans))
+        v = _g(self.value)
+
+        def classify(low: float, high: float) -> tuple[str, str]:
+            inside = low <= self.value <= high
+            return ("reproduced", f"contains {v}") if inside else ("not reproduced", f"excludes {v}")
+
+        return _judge_each(ours, self.confidence, self.method, classify, [self.value], f"contain {v}")
