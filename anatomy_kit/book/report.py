@@ -1,39 +1,45 @@
-"""The reproduction report: every chapter's numbers beside the papers'.
+"""The reproduction report: every chapter's numbers beside the papers' (the book's last page).
 
 Chapters write ``<build>/metrics/<chapter>.json`` (see :meth:`anatomy_kit.book.run.Run.save_metrics`).
 :func:`build_report` gathers them, joins each claim with its reference in
-``data_manifest/references.yaml`` (value, unit, source) and writes ``report.json`` and a
-Markdown page ``report.md``.
+``data_manifest/references.yaml`` (value, unit, source) and writes ``report.json`` (every detail,
+for machines) and the MyST page ``report.md``: first a summary that fits one screen (the run and
+its environment, a matrix of claims by verdict per paper, one line per paper of what is
+established), then each chapter's compact claims table (:mod:`.tables`) with the rule, interval
+and note of each claim folded under its row.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
-from .claims import explanation
+from .decision import VERDICTS
+from .tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
+__all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line"]
 
-def _cell(x: Any) -> str:
-    """Table-cell text: a ``|`` inside a cell would end it."""
-    return (x if isinstance(x, str) else _fmt(x)).replace("|", "\\|")
-
-
-def _fmt(x: Any) -> str:
-    if isinstance(x, float):
-        return f"{x:,.4g}"
-    if isinstance(x, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in x.items())
-    if isinstance(x, list):
-        return "[" + ", ".join(_fmt(v) for v in x) + "]"
-    return str(x)
+#: Claim-id prefixes in the order the summary lists them, with the paper's short name; a prefix
+#: not listed here (a chapter's own claims) is shown under its own name after these.
+PAPERS = {
+    "p1": "Paper 1: anatomy of SmolLM2",
+    "p2": "Paper 2: geometric work, widths",
+    "tlm": "TLM: tapered widths",
+    "p3": "Paper 3: width growth (SRIO)",
+}
+#: Environment fields the header names, in this order, with their label (others follow by name).
+_ENV_LABELS = {"cpu_capability": "CPU kernels", "cpu_kernels": "CPU kernels", "threads": "threads",
+               "num_threads": "threads", "torch_threads": "threads", "torch": "torch",
+               "transformers": "transformers", "python": "Python", "machine": "machine", "cuda": "CUDA",
+               "cuda_device": "GPU", "device": "device"}
+_HOLDS = ("reproduced", "partly reproduced")
 
 
 def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> dict:
-    """Gather chapter metrics into ``report.json`` and ``report.md`` in ``build_dir``."""
+    """Gather chapter metrics into ``report.json`` and ``report.md`` in ``build_dir`` (the book build)."""
     build_dir = Path(build_dir)
     refs = references()
     chapters = []
@@ -48,36 +54,154 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
         if timings and doc["chapter"] in timings:
             doc["wall_seconds"] = timings[doc["chapter"]]
         chapters.append(doc)
-    report = {"chapters": chapters}
+    report = {"chapters": chapters, "environment": _environments(chapters),
+              "verdicts_by_paper": verdict_matrix(chapters)}
     write_json(build_dir / "report.json", report)
     (build_dir / "report.md").write_text(report_markdown(report))
     return report
 
 
+def _claims(chapters: Iterable[dict]) -> list[dict]:
+    return [c for doc in chapters for c in doc["claims"]]
+
+
+def _paper(claim_id: str) -> str:
+    return claim_id.split(".", 1)[0]
+
+
+def _papers(claims: list[dict]) -> list[str]:
+    seen = list(dict.fromkeys(_paper(c["id"]) for c in claims))
+    return [p for p in PAPERS if p in seen] + [p for p in seen if p not in PAPERS]
+
+
+def verdict_matrix(chapters: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """``{paper prefix: {verdict: number of claims}}`` over every chapter (verdicts that occur)."""
+    claims = _claims(chapters)
+    return {p: {v: n for v in VERDICTS if (n := sum(_paper(c["id"]) == p and c["verdict"] == v for c in claims))}
+            for p in _papers(claims)}
+
+
+def _environments(chapters: list[dict]) -> dict[str, list]:
+    """``{field: [distinct values over the chapters]}`` of the chapters' ``environment`` (flattened)."""
+    out: dict[str, list] = {}
+    for doc in chapters:
+        for key, value in _flatten(doc.get("environment") or {}).items():
+            if value not in out.setdefault(key, []):
+                out[key].append(value)
+    return out
+
+
+def _flatten(env: dict, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, v in env.items():
+        if isinstance(v, dict):
+            flat.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            flat[f"{prefix}{k}"] = v
+    return flat
+
+
+def environment_line(environment: dict[str, list]) -> str:
+    """``CPU kernels AVX2 · threads 2 · torch 2.13.0 · …`` (values that differ between chapters joined by ``/``)."""
+    def label(key: str) -> str:
+        return _ENV_LABELS.get(key.rsplit(".", 1)[-1], key)
+
+    order = list(dict.fromkeys(k for k in _ENV_LABELS if k in environment)) + \
+        [k for k in environment if k not in _ENV_LABELS]
+    parts, named = [], set()
+    for key in order:
+        if label(key) in named:
+            continue
+        named.add(label(key))
+        values = " / ".join("yes" if v is True else "no" if v is False else str(v) for v in environment[key])
+        parts.append(f"{label(key)} {values}")
+    return " · ".join(parts)
+
+
+def _run_line(chapters: list[dict]) -> str:
+    runs = [d["run"] for d in chapters]
+
+    def distinct(key: str) -> str:
+        return " / ".join(dict.fromkeys(str(r.get(key)) for r in runs))
+
+    seconds = sum(d.get("wall_seconds", d.get("seconds")) or 0 for d in chapters)
+    n = len(chapters)
+    return (f"{n} chapter{'s' * (n != 1)} at scale {distinct('scale')}, device {distinct('device')}: model "
+            f"{distinct('model')}, corpus {distinct('corpus')}, seed {distinct('seed')}; {seconds:,.0f} s in all.")
+
+
+def _matrix_html(matrix: dict[str, dict[str, int]]) -> str:
+    used = [v for v in VERDICTS if any(v in row for row in matrix.values())]
+    head = "".join(f"<th>{badge_html(v)}</th>" for v in used)
+    rows = []
+    for paper, counts in matrix.items():
+        cells = "".join(
+            f'<td class="ak-count" style="background:{VERDICT_COLOURS[v][0]};color:{VERDICT_COLOURS[v][1]}">'
+            f"{counts[v]}</td>" if counts.get(v) else '<td class="ak-count ak-zero">·</td>' for v in used)
+        rows.append(f'<tr><th scope="row">{escape(PAPERS.get(paper, paper))}</th>{cells}'
+                    f'<td class="ak-count">{sum(counts.values())}</td></tr>')
+    return (f'<table class="ak-matrix"><thead><tr><th>claims by verdict</th>{head}<th>all</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _established_html(claims: list[dict]) -> str:
+    """One line per paper: what holds, what does not, what is mixed (by the rules), or nothing."""
+    items = []
+    for paper in _papers(claims):
+        rows = [claim_row(c) for c in claims if _paper(c["id"]) == paper]
+        groups = [("holds", [r.label + (" (partly)" if r.verdict == "partly reproduced" else "")
+                             for r in rows if r.verdict in _HOLDS]),
+                  ("does not hold", [r.label for r in rows if r.verdict == "not reproduced"]),
+                  ("mixed", [r.label for r in rows if r.verdict == "mixed"])]
+        text = "; ".join(f"<em>{name}</em>: {escape(_shortlist(labels))}" for name, labels in groups if labels)
+        near = sum(r.near_threshold for r in rows)
+        text = text or "nothing established at this scale"
+        if near:
+            text += f' <span class="ak-near">≈ {near} near threshold</span>'
+        items.append(f"<li><strong>{escape(PAPERS.get(paper, paper))}</strong>: {text}</li>")
+    return f'<ul class="ak-established">{"".join(items)}</ul>'
+
+
+def _shortlist(labels: list[str], most: int = 6) -> str:
+    """Distinct labels, at most ``most`` of them, so that a paper's line stays short."""
+    labels = list(dict.fromkeys(labels))
+    return ", ".join(labels[:most]) + (f", … (+{len(labels) - most})" if len(labels) > most else "")
+
+
+def _chapter_titles() -> dict[str, str]:
+    try:
+        from .runner import chapter_manifest
+
+        return {c["id"]: c["title"] for c in chapter_manifest()}
+    except AnatomyKitError:                       # an installed wheel without the chapters
+        return {}
+
+
 def report_markdown(report: dict) -> str:
-    """The report as a MyST page: one table of claims per chapter."""
-    lines = ["# Reproduction report", "",
-             "Each row puts a number this build computed beside the paper's value, with our verdict, the "
-             "interval or null model it rests on, and the rule that decided it (tested code in "
-             "`anatomy_kit.book.rules`; the rule text is generated from the rule itself). "
-             "Paper values come from `data_manifest/references.yaml` (source and certainty in the last "
-             "column); they are never used as outputs. Smoke-scale numbers come from a small, real run "
-             "on the embedded 4-bit instruct model and CPU; see each chapter for what that scale can show.", ""]
-    for doc in report["chapters"]:
+    """The report as a MyST page: the summary (one screen), then one compact claims table per chapter."""
+    chapters = report["chapters"]
+    claims = _claims(chapters)
+    env = report.get("environment") or _environments(chapters)
+    matrix = report.get("verdicts_by_paper") or verdict_matrix(chapters)
+    header = escape(_run_line(chapters)) + (f"<br>{escape(environment_line(env))}" if env else "")
+    lines = ["(report-page)=", "# Reproduction report", "",
+             f'<div class="ak-summary"><p class="ak-run">{header}</p>{_matrix_html(matrix)}'
+             f"{_established_html(claims)}</div>", "",
+             "Each row below puts our number beside the paper's, with the verdict its declared rule gave and "
+             "one line of why; open *rule, interval, note* under a row for the rule, the interval or null model "
+             "it rests on and the paper's wording and source ({ref}`glossary-page` explains the verdict words). "
+             "Paper values come from `data_manifest/references.yaml` and are never used as outputs; `report.json` "
+             "keeps every number.", ""]
+    titles = _chapter_titles()
+    varying = {k for k, values in env.items() if len(values) > 1}      # the header shows the shared ones
+    for doc in chapters:
         run = doc["run"]
         secs = doc.get("wall_seconds", doc.get("seconds"))
-        lines += [f"## {doc['chapter']}", "",
-                  f"Scale `{run['scale']}`, model `{run['model']}`, corpus `{run['corpus']}`, "
-                  f"seed {run['seed']}; {secs:.0f} s.", "",
-                  "| claim | paper | ours | interval or null | verdict | rule; why | source |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in doc["claims"]:
-            p = c["paper"]
-            unit = f" {p['unit']}" if p.get("unit") else ""
-            spread = "; ".join(str(x) for x in (c.get("interval"), c.get("null")) if x) or "—"
-            why = explanation(f"{c['rule']} {c['reason']}" if c.get("rule") else c["reason"], c.get("note"))
-            lines.append(f"| {_cell(p['claim'])} | {_cell(p['value'])}{_cell(unit)} | {_cell(c['ours'])} | "
-                         f"{_cell(spread)} | **{c['verdict']}** | {_cell(why)} | {_cell(p['source'])} |")
-        lines.append("")
+        own = {k: v for k, v in _environments([doc]).items() if k in varying}
+        env_text = environment_line(own) if own else ""
+        run_text = (f"{doc['chapter']}: scale {run['scale']}, model {run['model']}, corpus {run['corpus']}, "
+                    f"seed {run['seed']}" + (f"; {secs:,.0f} s" if secs is not None else "")
+                    + (f"; {env_text}" if env_text else ""))
+        lines += [f"## {titles.get(doc['chapter'], doc['chapter'])}", "",
+                  f'<p class="ak-run">{escape(run_text)}</p>', "", claims_html(doc["claims"]), ""]
     return "\n".join(lines)
-

@@ -5,7 +5,8 @@ converts the jupytext MyST source to a notebook, refuses parameters the chapter 
 declare (papermill would inject them silently), executes it with papermill (a per-cell timeout),
 writes the executed notebook to ``<build>/notebooks/`` and to the book's ``chapters/`` folder,
 and returns its wall time. A failure names the chapter and the cell. :func:`reproduce` runs
-them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors;
+them all and writes the report; :func:`build_book` runs Jupyter Book with warnings as errors
+(:func:`render_book` first rebuilds the report from the metrics, executing nothing);
 :func:`run_shard` runs one shard of a chapter's training grid (up to its cell tagged ``shard-end``).
 """
 
@@ -248,6 +249,28 @@ def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path | N
     print("chapter times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + f"; total {total:.0f} s")
     print(f"report: {build_dir / 'report.json'}")
     return report
+
+
+def render_book(*, build_dir: Path | None = None, book_dir: Path | None = None, root: Path | None = None) -> Path:
+    """Rebuild the report from the metrics already in ``build_dir`` and the HTML from the chapters
+    already executed into ``book_dir/chapters`` (nothing is executed); return ``index.html``.
+    Chapter wall times are kept from the previous ``report.json`` where it has them."""
+    from ..jsonio import read_json
+    from .report import build_report
+
+    root = root or project_root()
+    build_dir = Path(build_dir) if build_dir is not None else root / "build"
+    book_dir = Path(book_dir) if book_dir is not None else root / "book"
+    missing = [c["id"] for c in chapter_manifest(root) if not (book_dir / "chapters" / f"{c['id']}.ipynb").is_file()]
+    if missing:
+        raise AnatomyKitError(f"chapters {missing} were never executed into {book_dir / 'chapters'}; run "
+                              "`python -m anatomy_kit reproduce` first")
+    previous = build_dir / "report.json"
+    timings = ({c["chapter"]: c["wall_seconds"] for c in read_json(previous, what="report")["chapters"]
+                if "wall_seconds" in c} if previous.is_file() else None)
+    build_report(build_dir, timings)
+    shutil.copy(build_dir / "report.md", book_dir / "chapters" / "report.md")
+    return build_book(book_dir)
 
 
 def build_book(book_dir: Path | None = None) -> Path:

@@ -1,14 +1,15 @@
-"""Exercises with self-checks (every chapter): the reader writes a small piece, a check says what is wrong.
+"""Exercises with self-checks (every chapter): the reader fills a stub, a check says what is wrong.
 
-Each chapter has a module here (``ch01``, ``ch02``, …) with its check functions. A check takes the
-reader's answer (usually a function), builds its own small inputs, compares the answer with the
-kit's own computation, and either prints one line saying it is right or raises
-:class:`ExerciseFailed` with one sentence saying what is wrong. The worked solutions live in the
-chapters (hidden code cells tagged ``solution``); the book build executes them, so a broken
-solution or a broken check fails the build. Each module also lists, in ``WRONG_ANSWERS``,
-typical mistakes its checks must reject (tests/test_exercises.py runs them).
+Each chapter has a module here (``ch01``, ``ch02``, …) with its check functions, imported in a
+chapter as ``from anatomy_kit.exercises import ch01``. A check takes the reader's answer (usually
+a function), builds its own small inputs and compares the answer with the kit's own computation.
+It says "not attempted yet" with a hint for an untouched stub, raises :class:`ExerciseFailed`
+naming the slip for a wrong answer, and prints one line for a right one (:mod:`.core`). The
+reference solutions sit in the chapters in collapsed ``Solution`` dropdowns that the book never
+executes; tests/test_exercises.py runs them against their checks. Each module also lists, in
+``WRONG_ANSWERS``, typical mistakes with the words its check must name them with.
 """
 
-from .core import CheckResult, ExerciseFailed, all_checks, check, wrong_answers
+from .core import ExerciseFailed, all_checks, check, generic, wrong_answers
 
-__all__ = ["CheckResult", "ExerciseFailed", "all_checks", "check", "wrong_answers"]
+__all__ = ["ExerciseFailed", "all_checks", "check", "generic", "wrong_answers"]

@@ -1,0 +1,319 @@
+"""Compact claims tables a reader takes in at a glance (every chapter's "Beside the paper", the report).
+
+One row per claim: a short label, the paper's value, ours (three significant digits, with its
+unit), a verdict badge (colour and word) and one line of why (at most 120 characters). Under the
+row a folded ``<details>`` holds everything else: the paper's wording and source, the full rule,
+the reason, the interval or null, the note, secondary readings (which never decide) and whether
+the verdict sits near its threshold (another machine may flip it).
+
+The HTML is self-contained: badge colours are inline (:data:`VERDICT_COLOURS`, one per verdict of
+:data:`~anatomy_kit.book.decision.VERDICTS`), so a table reads the same in a live notebook; the
+book's ``_static/anatomy.css`` only fits it to the page column (``table.ak-claims``).
+Rows come from :class:`~anatomy_kit.book.claims.Claim` objects (a chapter) or from the claim
+dictionaries of ``report.json`` (the report); fields another version of ``Claim`` lacks
+(``summary``, ``near_threshold``, ``secondary``) fall back to what is there.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult
+from .decision import VERDICT_MEANINGS, VERDICTS
+
+__all__ = ["VERDICT_COLOURS", "SUMMARY_CHARS", "ClaimRow", "number", "paper_text", "value_text", "one_line",
+           "claim_row", "escape", "badge_html", "claims_html", "claims_view", "verdicts_html", "verdicts_view"]
+
+#: Badge colours (background, text) per verdict; white text on each background has a contrast of at least 4.5:1.
+VERDICT_COLOURS = {
+    "reproduced": ("#1a7f37", "#ffffff"),
+    "partly reproduced": ("#4d7a16", "#ffffff"),
+    "mixed": ("#9a5b00", "#ffffff"),
+    "not reproduced": ("#c4232d", "#ffffff"),
+    "not established": ("#636c76", "#ffffff"),
+    "holds by construction": ("#7d4dcc", "#ffffff"),
+    "not comparable": ("#2c5a8c", "#ffffff"),
+}
+#: Words of claim ids that a label writes as the chapters do.
+_ACRONYMS = {"ppl": "PPL", "io": "I/O", "gw": "GW", "ffn": "FFN", "mlp": "MLP", "srio": "SRIO", "nrio": "NRIO",
+             "lrio": "LRIO", "mrio": "MRIO", "ligo": "LiGO", "wo": "Wo", "tlm": "TLM"}
+#: Units longer than this are named in the folded details only (a row stays short).
+UNIT_CHARS = 16
+#: The longest "why" line a row shows; the rest is in the folded details.
+SUMMARY_CHARS = 120
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def number(x: Any, digits: int = 3, *, sign: bool = False) -> str:
+    """``x`` to ``digits`` significant digits for a table cell (chapters' and the report's claims tables).
+
+    Integers stay exact (``63,419``); from 1,000 up a rounded float gets thousands separators
+    (``63,400``), below 0.001 and from 10⁹ it reads ``6.63 × 10⁻⁵``; a true minus, ``±∞``, ``NaN``.
+    ``sign`` writes ``+`` before a positive number."""
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    plus = "+" if sign else ""
+    if isinstance(x, (int, np.integer)):
+        return _minus(f"{int(x):{plus},}")
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return ("+∞" if sign else "∞") if x > 0 else "−∞"
+    if x == 0:
+        return "0"
+    rounded = float(f"{x:.{digits - 1}e}")
+    exp = math.floor(math.log10(abs(rounded)))
+    if -3 <= exp < 3:
+        return _minus(f"{rounded:{plus}.{max(digits - 1 - exp, 0)}f}")
+    if 3 <= exp < 9:
+        return _minus(f"{rounded:{plus},.0f}")
+    mantissa = f"{rounded / 10 ** exp:{plus}.{digits - 1}f}"
+    return _minus(f"{mantissa} × 10{str(exp).translate(_SUPERSCRIPT)}")
+
+
+def paper_text(value: Any, max_items: int = 4) -> str:
+    """A paper's value as the paper gives it (no rounding; ``10⁷`` for 1e7), mappings and lists shortened."""
+    if isinstance(value, float) and math.isfinite(value) and value != 0:
+        exp = math.floor(math.log10(abs(value)))
+        if -3 <= exp < 6:
+            return _minus(f"{int(value):,}" if value.is_integer() else f"{value:,.12g}")
+        mantissa = float(f"{value / 10 ** exp:.12g}")
+        power = f"10{str(exp).translate(_SUPERSCRIPT)}"
+        return _minus(power if mantissa == 1 else f"{mantissa:.12g} × {power}")
+    if isinstance(value, (Mapping, list, tuple)):
+        return _items(value, paper_text, max_items if isinstance(value, Mapping) else max(max_items, 12))
+    return number(value) if isinstance(value, (int, np.integer, float)) else str(value)
+
+
+def _items(value: Any, fmt, max_items: int) -> str:
+    if isinstance(value, Mapping):
+        parts = [f"{k}: {fmt(v)}" for k, v in value.items()]
+    else:
+        parts = [fmt(v) for v in value]
+    more = f", … (+{len(parts) - max_items})" if len(parts) > max_items else ""
+    text = ", ".join(parts[:max_items]) + more
+    return text if isinstance(value, Mapping) else f"[{text}]"
+
+
+def _paired(mean: float, unit: str | None) -> str:
+    return f"Δ = {number(mean, sign=True)}" + (f" {unit}" if unit else "")
+
+
+def value_text(x: Any, max_items: int = 4) -> str:
+    """Our value for a table cell, three significant digits: a paired comparison as ``Δ = +0.0123 nats``,
+    Spearman as ``ρ = −0.52``, an interval or permutation null by its centre; also their ``to_dict`` forms."""
+    if isinstance(x, PairedComparison):
+        return _paired(x.mean, x.unit)
+    if isinstance(x, SpearmanResult):
+        return f"ρ = {number(x.rho, 2, sign=True)}"
+    if isinstance(x, Interval):
+        return number(x.mean)
+    if isinstance(x, PermutationNull):
+        return number(x.observed)
+    if isinstance(x, Mapping):
+        keys = set(x)
+        if {"mean", "low", "high", "sign_flip_p"} <= keys:
+            return _paired(x["mean"], x.get("unit"))
+        if {"mean", "low", "high", "method"} <= keys:
+            return number(x["mean"]) if x["mean"] is not None else "—"
+        if {"rho", "p", "method"} <= keys:
+            return f"ρ = {number(x['rho'], 2, sign=True)}" if x["rho"] is not None else "ρ undefined"
+        if {"observed", "p", "null_mean"} <= keys:
+            return number(x["observed"])
+        return _items(x, lambda v: value_text(v, max_items), max_items)
+    if isinstance(x, tuple) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x):
+        return f"[{number(x[0])}, {number(x[1])}]"
+    if isinstance(x, (list, tuple)):
+        return _items(x, lambda v: value_text(v, max_items), max(max_items, 12))
+    if x is None:
+        return "—"
+    return number(x) if isinstance(x, (int, float, np.integer, np.floating, np.bool_)) else str(x)
+
+
+def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """``text`` on one line of at most ``limit`` characters, cut at a word with ``…``."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """What a compact table shows of one claim (row and details), all as plain text."""
+    id: str
+    label: str
+    paper: str
+    paper_unit: str
+    ours: str
+    ours_unit: str
+    verdict: str
+    summary: str
+    claim: str = ""
+    source: str = ""
+    rule: str = ""
+    reason: str = ""
+    interval: str = ""
+    null: str = ""
+    note: str = ""
+    secondary: tuple[str, ...] = ()
+    near_threshold: bool = False
+    unit: str = ""
+
+
+def _get(claim: Any, key: str, default: Any = None) -> Any:
+    if isinstance(claim, Mapping):
+        return claim.get(key, default)
+    return getattr(claim, key, default)
+
+
+def _label(claim_id: str, reference: Mapping) -> str:
+    if reference.get("label"):
+        return str(reference["label"])
+    words = claim_id.split(".", 1)[-1].split("_")       # p1.l11_ablation → "L11 ablation"
+    words = [f"L{w[1:]}" if re.fullmatch(r"l\d+", w) else _ACRONYMS.get(w, w) for w in words]
+    return " ".join([words[0][:1].upper() + words[0][1:]] + words[1:])
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items())
+    return value_text(value)
+
+
+def _secondary(claim: Any) -> tuple[str, ...]:
+    """Secondary readings as lines ``name: reading`` (never decisive; the rule never saw them)."""
+    shown = claim.secondary_text() if hasattr(claim, "secondary_text") else _get(claim, "secondary")
+    if not shown:
+        return ()
+    if isinstance(shown, Mapping):
+        return tuple(f"{k}: {_flat(v)}" for k, v in shown.items())
+    return tuple(_flat(v) for v in (shown if isinstance(shown, (list, tuple)) else [shown]))
+
+
+def _reference(claim: Any) -> Mapping:
+    """The claim's paper entry: the report's ``paper`` dict, or data_manifest/references.yaml."""
+    paper = _get(claim, "paper")
+    if isinstance(paper, Mapping) and "value" in paper:
+        return paper
+    from ..manifest import references
+
+    return references().get(_get(claim, "id"), {"value": paper, "unit": _get(claim, "unit")})
+
+
+def claim_row(claim: Any) -> ClaimRow:
+    """A :class:`ClaimRow` from a :class:`~anatomy_kit.book.claims.Claim` or a ``report.json`` claim dict."""
+    ref = _reference(claim)
+    data = _get(claim, "ours_data", None) if isinstance(claim, Mapping) else None
+    ours = data if data is not None else _get(claim, "ours")
+    own_unit = getattr(ours, "unit", None) or (ours.get("unit") if isinstance(ours, Mapping) and "sign_flip_p" in ours
+                                               else None)
+    unit = ref.get("unit") or ""
+    reason = _get(claim, "reason") or ""
+    ours_text = value_text(ours)
+    # a Δ carries its own unit; a text or a mapping of Δs may already name it; a long unit goes to the details
+    ours_unit = "" if own_unit or isinstance(ours, str) or (unit and unit in ours_text) else unit
+    if len(unit) > UNIT_CHARS:
+        ours_unit = ""
+    return ClaimRow(
+        id=str(_get(claim, "id")), label=_label(str(_get(claim, "id")), ref),
+        paper=paper_text(ref.get("value")),
+        paper_unit="" if isinstance(ref.get("value"), str) or ours_unit == unit or len(unit) > UNIT_CHARS else unit,
+        ours=ours_text, ours_unit=ours_unit,
+        verdict=str(_get(claim, "verdict")), summary=one_line(_get(claim, "summary") or reason),
+        claim=str(ref.get("claim") or ""), source=str(ref.get("source") or ""),
+        rule=_get(claim, "rule_text") or (_get(claim, "rule") if isinstance(_get(claim, "rule"), str) else "") or "",
+        reason=reason, interval=_get(claim, "interval") or "", null=_get(claim, "null") or "",
+        note=_get(claim, "note") or "", secondary=_secondary(claim), unit=unit,
+        near_threshold=bool(_get(claim, "near_threshold", False)))
+
+
+def escape(text: Any) -> str:
+    """Escaped text on one line (a blank line would end an HTML block inside Markdown)."""
+    return html.escape(" ".join(str(text).split()), quote=True)
+
+
+def badge_html(verdict: str, near_threshold: bool = False) -> str:
+    """The verdict as a coloured badge (its meaning as a tooltip), marked when near its threshold."""
+    background, colour = VERDICT_COLOURS.get(verdict, ("#444444", "#ffffff"))
+    badge = (f'<span class="ak-badge" style="background:{background};color:{colour}" '
+             f'title="{escape(VERDICT_MEANINGS.get(verdict, ""))}">{escape(verdict)}</span>')
+    if near_threshold:
+        badge += ('<span class="ak-near" title="near its threshold: another machine or seed may flip this '
+                  'verdict">≈ near threshold</span>')
+    return badge
+
+
+def _value_cell(text: str, unit: str) -> str:
+    return escape(text) + (f' <span class="ak-unit">{escape(unit)}</span>' if unit else "")
+
+
+def _details(row: ClaimRow) -> str:
+    items = [("paper", f"{row.claim} ({row.source})" if row.source else row.claim), ("unit", row.unit),
+             ("rule", row.rule),
+             ("why", row.reason), ("interval", row.interval), ("null", row.null), ("note", row.note)]
+    items += [("secondary", s) for s in row.secondary]
+    if row.near_threshold:
+        items.append(("near threshold", "the data sit close to the rule's threshold: another machine, thread "
+                                        "count or seed may flip this verdict"))
+    items.append(("id", row.id))
+    body = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items if v)
+    return f'<details><summary>rule, interval, note</summary><dl class="ak-detail">{body}</dl></details>'
+
+
+def claims_html(claims: Iterable[Any], *, caption: str | None = None) -> str:
+    """The compact table as one HTML block without blank lines (so Markdown keeps it whole)."""
+    rows = [claim_row(c) for c in claims]
+    head = "".join(f'<th class="ak-{k}">{k}</th>' for k in ("claim", "paper", "ours", "verdict", "why"))
+    parts = ['<table class="ak-claims">' + (f"<caption>{escape(caption)}</caption>" if caption else ""),
+             f"<thead><tr>{head}</tr></thead>"]
+    for r in rows:
+        parts.append(
+            '<tbody class="ak-claim"><tr class="ak-row">'
+            f'<td class="ak-claim" title="{escape(r.claim)}">{escape(r.label)}</td>'
+            f'<td class="ak-paper">{_value_cell(r.paper, r.paper_unit)}</td>'
+            f'<td class="ak-ours">{_value_cell(r.ours, r.ours_unit)}</td>'
+            f'<td class="ak-verdict">{badge_html(r.verdict, r.near_threshold)}</td>'
+            f'<td class="ak-why">{escape(r.summary)}</td></tr>'
+            f'<tr class="ak-more"><td colspan="5">{_details(r)}</td></tr></tbody>')
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def claims_view(claims: Iterable[Any], *, caption: str | None = None):
+    """The compact claims table for a notebook cell (every chapter's "Beside the paper")."""
+    from IPython.display import HTML
+
+    return HTML(claims_html(claims, caption=caption))
+
+
+def verdicts_html(claims: Iterable[Any]) -> str:
+    """One line per verdict that occurs: the badge, then the claims' labels (every chapter's "What we learned")."""
+    rows = [claim_row(c) for c in claims]
+    lines = []
+    for verdict in VERDICTS:
+        labels = [r.label for r in rows if r.verdict == verdict]
+        if labels:
+            lines.append(f"<li>{badge_html(verdict)} {escape(', '.join(labels))}</li>")
+    return f'<ul class="ak-verdicts">{"".join(lines)}</ul>'
+
+
+def verdicts_view(claims: Iterable[Any]):
+    """:func:`verdicts_html` for a notebook cell."""
+    from IPython.display import HTML
+
+    return HTML(verdicts_html(claims))

@@ -1,0 +1,94 @@
+"""The report page (anatomy_kit.book.report): a summary first (run, environment, claims by verdict per
+paper, what is established), then one compact table per chapter with the rules folded; report.json
+keeps every detail."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from anatomy_kit.book.claims import Claim, Magnitude, NotComparable, SetOverlap
+from anatomy_kit.book.report import PAPERS, build_report, environment_line, report_markdown, verdict_matrix
+from anatomy_kit.jsonio import write_json
+
+ENV = {"python": "3.11.2", "torch": "2.13.0", "transformers": "4.57.1", "cpu_capability": "AVX2", "threads": 2,
+       "cuda": False}
+
+
+def _metrics(tmp_path, chapter, claims, env=ENV, seconds=12.0):
+    run = {"chapter": chapter, "scale": "smoke", "device": "cpu", "model": "embedded", "corpus": "python-docs",
+           "seed": 0, "sizes": {}}
+    write_json(tmp_path / "metrics" / f"{chapter}.json",
+               {"chapter": chapter, "run": run, "seconds": seconds, "environment": env, "metrics": {},
+                "claims": [c.to_dict() for c in claims]})
+
+
+def _two_chapters(tmp_path):
+    _metrics(tmp_path, "ch01_ablation_map", [
+        Claim("p1.critical_core", [8, 9, 10, 12], SetOverlap(full=3, partly=1, n_layers=28),
+              note="our four <b>most</b> important"),
+        Claim("p1.l11_ablation", 6.626011316046565e-05, Magnitude()),
+        Claim("p1.baseline_ppl", 17.3, NotComparable("our text differs"))])
+    _metrics(tmp_path, "ch05_width_solver", [
+        Claim("tlm.cosine_taper", 1.0, NotComparable("smoke-scale widths"))],
+        env=dict(ENV, threads=4))
+    return build_report(tmp_path, {"ch01_ablation_map": 100.0})
+
+
+def test_the_report_starts_with_a_summary(tmp_path):
+    report = _two_chapters(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    summary = md.split("\n## ", 1)[0]
+    assert summary.lstrip().startswith("(report-page)=\n# Reproduction report")
+    assert 'class="ak-summary"' in summary and 'class="ak-matrix"' in summary
+    assert "CPU kernels AVX2" in summary and "threads 2 / 4" in summary and "transformers 4.57.1" in summary
+    assert PAPERS["p1"] in summary and PAPERS["tlm"] in summary and PAPERS["p2"] not in summary
+    assert "<em>holds</em>: Critical core" in summary and "<em>does not hold</em>: L11 ablation" in summary
+    assert report["verdicts_by_paper"] == {"p1": {"reproduced": 1, "not reproduced": 1, "not comparable": 1},
+                                           "tlm": {"not comparable": 1}}
+    assert report["environment"]["threads"] == [2, 4]
+
+
+def test_rules_are_folded_and_details_are_kept(tmp_path):
+    report = _two_chapters(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    rule = report["chapters"][0]["claims"][0]["rule"]
+    assert rule.startswith("Reproduced if") and md.count("Reproduced if") == 2      # two claims' rules, once each
+    outside = re.sub(r"<details>.*?</details>", "", md, flags=re.S)
+    assert "Reproduced if" not in outside, "the rule text belongs in the folded details"
+    assert "| claim |" not in md and "6.626011316046565e-05" not in md and "6.63 × 10⁻⁵" in md
+    assert "&lt;b&gt;most&lt;/b&gt;" in md and "<b>most</b>" not in md
+    assert md.count('<tr class="ak-row">') == 4 and "## The ablation map" in md
+    ch05 = next(line for line in md.splitlines() if line.startswith('<p class="ak-run">ch05_width_solver'))
+    assert ch05.endswith("; threads 4</p>") and "transformers" not in ch05, "only what differs from the header"
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved == report
+    claim = saved["chapters"][0]["claims"][0]
+    assert {"rule", "reason", "ours_data", "note", "paper", "summary", "near_threshold"} <= set(claim)
+
+
+def test_every_html_block_survives_markdown(tmp_path):
+    _two_chapters(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    for block in re.findall(r"^<(?:div|table).*$", md, flags=re.M):
+        assert block.endswith(("</div>", "</table>")), "an HTML block must be one line (a blank line ends it)"
+
+
+def test_a_new_prefix_and_near_threshold_claims_are_shown():
+    claim = {"id": "syn.wider_is_better", "ours": 0.4, "verdict": "not established", "reason": "straddles 0",
+             "rule": "Reproduced if …", "near_threshold": True,
+             "paper": {"claim": "c", "value": 0.5, "unit": "nats", "source": "ours"}}
+    old = dict(claim, id="p1.l11_ablation", near_threshold=False, verdict="reproduced")
+    doc = {"chapter": "ch07_synthesis", "run": {"scale": "smoke", "model": "m", "corpus": "c", "seed": 0},
+           "claims": [claim, old]}
+    matrix = verdict_matrix([doc])
+    assert list(matrix) == ["p1", "syn"] and matrix["syn"] == {"not established": 1}
+    md = report_markdown({"chapters": [doc]})
+    summary = md.split("\n## ", 1)[0]
+    assert "syn" in summary and "≈ 1 near threshold" in summary and "nothing established at this scale" in summary
+    assert "≈ near threshold" in md.split("\n## ", 1)[1]
+
+
+def test_environment_line_names_known_fields_first():
+    line = environment_line({"python": ["3.11"], "cpu_capability": ["AVX512"], "threads": [2], "extra": ["x"]})
+    assert line == "CPU kernels AVX512 · threads 2 · Python 3.11 · extra x"
