@@ -6,14 +6,20 @@ import pytest
 
 from anatomy_kit.book import estimates as E
 from anatomy_kit.lm import PRESETS
+from anatomy_kit.validate import AnatomyKitError
 from conftest import ROOT
 
 
-def test_the_running_page_shows_the_current_table():
+def test_the_running_page_shows_the_current_table(tmp_path):
+    """The page includes the table the book build computes from this module (anatomy_kit.book.pages)."""
+    from anatomy_kit.book.pages import write_generated
+
     text = (ROOT / "book" / "running.md").read_text()
     start = text.index("\n", text.index("<!-- estimates-table:")) + 1
     shown = text[start:text.index("<!-- end estimates-table -->")].strip()
-    assert shown == E.markdown_table(), "run `python -m anatomy_kit.book.estimates` and paste its table"
+    assert shown == "```{include} _generated/estimates_table.md\n```"
+    write_generated(tmp_path)
+    assert (tmp_path / "_generated" / "estimates_table.md").read_text().strip() == E.markdown_table()
 
 
 def test_chapter_five_counts_every_run_of_the_preset():
@@ -21,7 +27,9 @@ def test_chapter_five_counts_every_run_of_the_preset():
     P = PRESETS["440M"]
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
     n = E._preset_shape("440M").params
-    per_run = est.flops / (5 * P["n_seeds"])
+    rules = E.width_solver_rules()            # the paper's five rows and the reversed taper
+    assert len(rules) == 6 and rules[0] == "uniform" and f"{6 * P['n_seeds']} runs" in est.work
+    per_run = est.flops / (len(rules) * P["n_seeds"])
     assert 6 * n * tokens < per_run < 1.3 * 6 * n * tokens     # 6·N·D plus attention
     assert est.kind == "train-bf16" and est.hours() == pytest.approx(est.flops / (0.4 * 989e12) / 3600)
 
@@ -34,12 +42,117 @@ def test_measured_throughput_replaces_the_assumption_and_durations_read_well():
 
 
 def test_forward_flops_and_memory_formulas():
-    m = E.ModelShape(1e8, 10, 512, 1000)
+    m = E.ModelShape(1e8, 10, 512, 1000, 1536)
     assert E.forward_flops(m, 100, 64) == (2e8 + 4 * 10 * 64 * 512) * 100
+    d, w, V, tokens = 512, 1536, 1000, 1024 * 8
+    # per layer and token: fp32 residual in + normalised vector of two RMSNorms (2·8·d), matmul I/O in bf16:
+    # norm outputs, q|k|v, rotated q and k, attention output (8·d) and SwiGLU's gate|up, SiLU, product (4·w)
+    layer = 16 * d + 2 * (8 * d + 4 * w)
+    assert E.activation_bytes(m, "bf16") == layer and E.activation_bytes(m, "fp32") == 16 * d + 4 * (8 * d + 4 * w)
+    head = 8 * d + 2 * d + 12 * V                    # final norm, its bf16 output, cross-entropy's backward
     full = E.training_memory(m, 1024, 8)
+    assert full == 18e8 + tokens * (10 * layer + head)                    # 16·N states + 2·N bf16 weight copies
+    assert E.training_memory(m, 1024, 8, precision="fp32") == 16e8 + tokens * (
+        10 * E.activation_bytes(m, "fp32") + 8 * d + 4 * d + 12 * V)
     ckpt = E.training_memory(m, 1024, 8, checkpointing=True)
-    assert 16e8 < ckpt < full
-    assert full == 16e8 + 10 * 34 * 1024 * 8 * 512 + 8 * 1024 * 8 * 1000
+    assert ckpt == 18e8 + tokens * (10 * 4 * d + layer + head)            # each layer keeps its input; one recomputes
+    gelu = E.ModelShape(1e8, 10, 512, 1000, ffn="gelu", rope=False, norm="layer", norm_readers=(3, 1))
+    assert E.activation_bytes(gelu, "bf16") == 2 * 4 * d + 2 * ((3 + 1) * d + 4 * d + 2 * 4 * d)   # q, k, v, fc1: 4 copies
+    assert E.activation_bytes(gelu, "fp32") == 2 * 4 * d + 4 * (2 * d + 4 * d + 2 * 4 * d)          # one each in float32
+
+
+def test_the_440m_preset_needs_about_70_gb_at_its_micro_batch():
+    """The issue's hand count: 65–75 GB (bf16 logits' float32 cross-entropy, float32 residual, SwiGLU), not 51."""
+    P = PRESETS["440M"]
+    gb = E.training_memory(E._preset_shape("440M"), P["block_size"], P["batch_size"]) / 1e9
+    assert 65 < gb < 80
+    est = {e.chapter: e for e in E.chapter_estimates()}["ch05_width_solver"]
+    assert est.memory_gb == pytest.approx(gb)
+
+
+def _saved_bytes_per_token(model, vocab: int, batch: int, T: int, bf16: bool) -> float:
+    """Bytes of the distinct storages autograd saves for backward in one forward + cross-entropy, per token."""
+    import torch
+
+    saved = {}
+
+    def pack(t):
+        saved[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, vocab, (batch, T + 1), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(ids[:, :-1])
+        torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids[:, 1:].reshape(-1))
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("model", ["kit decoder", "chapter 6 GPT"])
+def test_activation_bytes_are_what_autograd_saves(one_torch_thread, precision, model):
+    """The per-token growth of the saved tensors between two batch sizes (weights and per-sequence
+    buffers cancel) is the memory model's, plus the per-token statistics it leaves out: 4 bytes per
+    RMSNorm (8 per LayerNorm: mean and 1/σ), attention's log-sum-exp (4·H per layer), the indices
+    (the embedding's view of the (B, T+1) token blocks, and the targets). Exact: the same tensors are counted."""
+    import torch
+
+    from anatomy_kit.growth.gpt import GPT, GPTConfig
+    from anatomy_kit.lm import LMConfig, build_lm
+
+    L, d, H, w, V, T = 2, 32, 4, 40, 61, 16
+    if model == "kit decoder":
+        net = build_lm(LMConfig(vocab_size=V, n_layers=L, d_model=d, n_heads=H, ffn_widths=[w] * L, max_seq_len=T))
+        shape, stats = E.ModelShape(0, L, d, V, w), 4
+    else:
+        torch.manual_seed(0)
+        net = GPT(GPTConfig(vocab_size=V, n_layers=L, d_model=d, n_heads=H, d_ff=w, max_seq_len=T))
+        shape, stats = E.ModelShape(0, L, d, V, w, ffn="gelu", rope=False, norm="layer", norm_readers=(3, 1)), 8
+    bf16 = precision == "bf16"
+    per_token = (_saved_bytes_per_token(net, V, 5, T, bf16) - _saved_bytes_per_token(net, V, 2, T, bf16)) / (3 * T)
+    a = 2 if bf16 else 4
+    model_bytes = L * E.activation_bytes(shape, precision) + shape.norm_bytes() + a * d + 4 * V  # forward-saved
+    left_out = stats * (2 * L + 1) + 4 * H * L + 8 * (T + 1) / T + 8   # ids: a view of the (B, T+1) blocks; targets
+    assert per_token == model_bytes + left_out
+
+
+def test_the_micro_batch_is_chosen_from_the_free_memory():
+    m, T, rows = E._preset_shape("440M"), 1024, 512
+    cpu = E.choose_micro_batch(m, T, rows, None, default=32)
+    assert (cpu.micro_batch, cpu.grad_accum, cpu.checkpointing) == (32, 16, False)      # CPU: the recipe's split
+    need = {b: E.training_memory(m, T, b) for b in (1, 8, 16, 32, 64)}
+    h200 = E.choose_micro_batch(m, T, rows, need[32] / 0.85 + 1)
+    assert (h200.micro_batch, h200.grad_accum, h200.checkpointing) == (32, 16, False)
+    smaller = E.choose_micro_batch(m, T, rows, need[16] / 0.85 + 1)
+    assert (smaller.micro_batch, smaller.grad_accum) == (16, 32) and "micro-batch 16 × 32" in str(smaller)
+    tight = E.choose_micro_batch(m, T, rows, (need[1] - 1) / 0.85)                     # one row does not fit:
+    assert tight.checkpointing and tight.micro_batch * tight.grad_accum == rows          # recompute instead
+    two = E.choose_micro_batch(m, T, rows, need[16] / 0.85 + 1, world_size=2)
+    assert two.micro_batch * two.grad_accum * 2 == rows
+    with pytest.raises(AnatomyKitError, match=r"one row of 1024 tokens needs about .* GB with activation checkpointing"):
+        E.choose_micro_batch(m, T, rows, 1e9)
+    with pytest.raises(AnatomyKitError, match="rows=6 per step do not divide over world_size=4"):
+        E.choose_micro_batch(m, T, 6, None, world_size=4)
+
+
+def test_the_width_solver_grid_fits_its_runs_to_the_device(monkeypatch):
+    """allocation.RuleGrid.fit_memory: the preset's split on a CPU; on a GPU the plan goes into every TrainConfig."""
+    from anatomy_kit.allocation.experiment import RuleGrid
+    from anatomy_kit.lm import speed
+
+    P = PRESETS["440M"]
+    grid = RuleGrid(preset=P, seeds=[0], steps=10, vocab_size=P["vocab_size"])
+    grid.widths["uniform"] = {"widths": [P["mean_width"]] * P["n_layers"]}
+    plan = grid.fit_memory("cpu")
+    c = grid.train_config("uniform", 0, "ckpt", "cpu")
+    assert (c.batch_size, c.grad_accum, c.activation_checkpointing, c.precision) == (32, 16, False, "fp32")
+    assert str(plan) == "micro-batch 32 × 16 accumulation steps, without activation checkpointing"
+    monkeypatch.setattr(speed, "free_memory", lambda device: 40e9)                     # a 40 GB GPU
+    monkeypatch.setattr(speed, "native_bf16", lambda device: True)
+    plan = grid.fit_memory("cuda")
+    c = grid.train_config("uniform", 0, "ckpt", "cuda")
+    assert (c.batch_size, c.grad_accum, c.precision) == (plan.micro_batch, plan.grad_accum, "bf16")
+    assert plan.micro_batch < 32 and plan.micro_batch * plan.grad_accum == 512 and plan.estimate_gb < 0.85 * 40
 
 
 def test_chapter_six_counts_every_arm_and_seed_of_the_grid():

@@ -132,7 +132,7 @@ GROWERS = {
     "srio-so eps=1": lambda m, e: srio.grow_srio(m, D_NEW, 1.0, expansion=e),
     "srio-so eps*": lambda m, e: srio.grow_srio(m, D_NEW, None, expansion=e),
     "mrio": lambda m, e: srio.grow_mrio(m, D_NEW, expansion=e),
-    "srio-lo": lambda m, e: srio.grow_srio(m, D_NEW, 0.3, "lo", e, batches=pattern_batches(2), steps=3, lr=0.05),
+    "srio-lo": lambda m, e: lrio.grow_srio_lo(m, D_NEW, pattern_batches(2), 3, 0.05, eps=0.3, expansion=e)[0],
     "lrio": lambda m, e: lrio.grow_lrio(m, D_NEW, pattern_batches(2), steps=3, lr=0.05, expansion=e)[0],
 }
 
@@ -349,7 +349,8 @@ def test_bad_inputs_raise_named_errors(small, llama):
         (lambda: grow_llama(llama, 48, 2.0), "eps=2.0 is outside [0, 1]"),
         (lambda: srio.grow(small, 48, operator="xrio"), "operator='xrio' is not accepted"),
         (lambda: srio.grow(small, 48, expansion="diagonal"), "expansion='diagonal' is not accepted"),
-        (lambda: srio.grow(small, 48, operator="lrio"), "needs batches"),
+        (lambda: srio.grow(small, 48, operator="lrio"), "is learned on batches: call anatomy_kit.growth.lrio.grow_lrio"),
+        (lambda: srio.grow(small, 48, operator="srio-lo"), "lrio.grow_srio_lo(model, new_d, batches"),
         (lambda: lrio.grow_lrio(small, 48, [torch.zeros(2, 5)]), "batches[0] must be a (B, T+1) LongTensor"),
         (lambda: srio.grow_mrio(small, 48, stages=(40, 44)), "must end at new_d=48"),
         (lambda: GPTConfig(d_model=30, n_heads=4).validate(), "d_model=30 is not divisible by n_heads=4"),
@@ -401,3 +402,17 @@ def test_learned_operators_apply_without_forming_dense_matrices():
     assert (lrio.angle_rotation(d, theta)(x) - x @ lrio.rotation_from_angle(d, k, theta).T).abs().max() < 1e-12
     W = torch.randn(d + k, 5, dtype=torch.float64, generator=g)  # a writer: rotated along its first axis
     assert (srio.srio_operator(d, k, 0.4).columns_inplace(W.clone()) - R0 @ W).abs().max() < 1e-12
+
+
+def test_srio_and_lrio_do_not_import_each_other():
+    """lrio builds on srio; srio names the learned operators without importing them (no import circle)."""
+    import ast
+    import inspect
+
+    def imported(module) -> set[str]:
+        tree = ast.parse(inspect.getsource(module))
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
+               {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert "anatomy_kit.growth.srio" in imported(lrio)
+    assert not {m for m in imported(srio) if m.endswith("lrio")}

@@ -5,22 +5,29 @@ choice); :meth:`RuleGrid.schedules` turns rules into widths from a work-profiles
 :meth:`RuleGrid.train` trains every (rule, seed) pair, resumably (one checkpoint folder per
 pair), and returns the results keyed by ``(rule, seed)``. Same seed = same data order and
 the same initialisation draw where shapes agree, so rules are compared in pairs.
+:meth:`RuleGrid.fit_memory` splits each step's rows into micro-batches (and switches on
+activation checkpointing if needed) to fit the GPU's free memory; the split is not part of a
+run's identity, so machines with different GPUs share one grid.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..lm.model import LMConfig, param_count
 from ..lm.pool import train_many
+from ..lm.speed import training_precision
 from ..lm.train import TrainConfig, TrainResult
 from ..stats import PairedComparison, paired_difference
 from ..validate import AnatomyKitError, check_choice, check_int
 from .schedules import allocate, exponents_from_intrinsic_dimension, parse_rule
+
+if TYPE_CHECKING:
+    from ..book.estimates import MemoryPlan
 
 __all__ = ["EXPONENT_CHOICES", "rule_slug", "rule_inputs", "RuleGrid", "paired_losses", "paper_comparisons"]
 
@@ -33,19 +40,19 @@ def rule_slug(rule: str) -> str:
     return rule.replace(":", "-").replace("/", "-")
 
 
-def rule_inputs(bundle: Any, exponents: str, kappa: float) -> tuple[dict[str, np.ndarray] | None, Any]:
+def rule_inputs(bundle: Any, exponents: str, rate_scale: float) -> tuple[dict[str, np.ndarray] | None, Any]:
     """(profiles by ``"statistic/geometry"``, exponents) from a work-profiles bundle (or ``None``).
 
-    ``exponents="intrinsic-dimension"`` uses ``a_ℓ = κ / d_int,ℓ`` when the bundle has TwoNN
-    dimensions; otherwise every layer gets ``κ``.
+    ``exponents="intrinsic-dimension"`` uses ``a_ℓ = ν / d_int,ℓ`` (ν = ``rate_scale``) when the
+    bundle has TwoNN dimensions; otherwise every layer gets ``ν``.
     """
     check_choice("exponents", exponents, EXPONENT_CHOICES)
     if bundle is None:
-        return None, kappa
+        return None, rate_scale
     profiles = {f"{s}/{g}": p for s, g, p in bundle.profiles.items()}
     if exponents == "intrinsic-dimension" and bundle.intrinsic_dimension is not None:
-        return profiles, exponents_from_intrinsic_dimension(bundle.intrinsic_dimension, kappa=kappa)
-    return profiles, kappa
+        return profiles, exponents_from_intrinsic_dimension(bundle.intrinsic_dimension, rate_scale=rate_scale)
+    return profiles, rate_scale
 
 
 @dataclass
@@ -59,8 +66,9 @@ class RuleGrid:
     lower_frac: float = 0.25
     upper_frac: float | None = 2.5
     exponents: str = "intrinsic-dimension"
-    kappa: float = 1.0
+    rate_scale: float = 1.0
     widths: dict[str, dict] = field(default_factory=dict)   # rule -> {"widths": [int], "continuous": [float]}
+    memory: "MemoryPlan | None" = None   # set by fit_memory; None: the preset's batch_size × grad_accum
 
     def __post_init__(self):
         check_int("steps", self.steps, minimum=1)
@@ -71,7 +79,7 @@ class RuleGrid:
     def schedules(self, rules: list[str], bundle: Any) -> dict[str, dict]:
         """Widths for each rule (integer and before rounding); profile rules need ``bundle``."""
         P = self.preset
-        profiles, a = rule_inputs(bundle, self.exponents, self.kappa)
+        profiles, a = rule_inputs(bundle, self.exponents, self.rate_scale)
         for r in rules:
             kw = dict(multiple=P["multiple"], profiles=profiles, exponent=a, lower_frac=self.lower_frac,
                       upper_frac=self.upper_frac)
@@ -91,23 +99,49 @@ class RuleGrid:
         """Parameters of each rule's model (equal by construction; the chapter checks it)."""
         return {r: param_count(self.model_config(r)) for r in rules}
 
+    def fit_memory(self, device: str) -> "MemoryPlan":
+        """Choose micro-batch and activation checkpointing from ``device``'s free memory (chapter 5).
+
+        On CUDA the largest micro-batch whose estimated peak
+        (:func:`~anatomy_kit.book.estimates.training_memory` of the uniform-width model, the
+        rules' parameter count) fits the free memory (``torch.cuda.mem_get_info``), without
+        checkpointing if one fits; on a CPU the preset's own split. Every run of the grid then
+        reads the same rows per step. Returns the plan (its ``str`` says it in one line).
+        """
+        from ..book.estimates import choose_micro_batch, lm_shape
+        from ..lm.speed import free_memory
+
+        P = self.preset
+        shape = lm_shape(LMConfig(vocab_size=self.vocab_size, n_layers=P["n_layers"], d_model=P["d_model"],
+                                  n_heads=P["n_heads"], ffn_widths=[P["mean_width"]] * P["n_layers"],
+                                  max_seq_len=P["block_size"]))
+        self.memory = choose_micro_batch(shape, P["block_size"], P["batch_size"] * P["grad_accum"],
+                                         free_memory(device), precision=training_precision(P["precision"], device),
+                                         default=P["batch_size"])
+        return self.memory
+
     def train_config(self, rule: str, seed: int, checkpoint_dir: Path, device: str) -> TrainConfig:
         P = self.preset
-        cuda = str(device).startswith("cuda")
-        return TrainConfig(steps=self.steps, batch_size=P["batch_size"], grad_accum=P["grad_accum"], lr=P["lr"],
+        micro, accum, ckpt = ((P["batch_size"], P["grad_accum"], False) if self.memory is None else
+                              (self.memory.micro_batch, self.memory.grad_accum, self.memory.checkpointing))
+        return TrainConfig(steps=self.steps, batch_size=micro, grad_accum=accum, lr=P["lr"],
                            warmup=min(P["warmup"], self.steps // 10), eval_every=max(1, self.steps // 6), seed=seed,
-                           device=str(device), precision=P["precision"] if cuda else "fp32",
+                           device=str(device), precision=training_precision(P["precision"], device),
+                           activation_checkpointing=ckpt,
                            checkpoint_dir=str(checkpoint_dir), progress=False, desc=f"{rule} seed {seed}")
 
     def train(self, rules: list[str], train_blocks, eval_blocks, *, run_dir, device: str = "cpu",
-              processes: int = 1, shard: str | None = None) -> dict[tuple[str, int], TrainResult | None]:
+              processes: int = 1, shard: str | None = None,
+              seeds: Mapping[str, list[int]] | None = None) -> dict[tuple[str, int], TrainResult | None]:
         """Train every (rule, seed); ``run_dir(rule, seed)`` gives each pair's checkpoint folder.
 
+        ``seeds``: ``{rule: seeds}`` for rules that train on other seeds than the grid's (chapter 5's
+        key comparison on more seeds); every other rule trains on :attr:`seeds`.
         With a shard setting (``shard="i/n"`` or ``$ANATOMY_KIT_SHARD``; :mod:`anatomy_kit.lm.shards`)
         only this shard's pairs train and the others map to ``None``; a later unsharded call over
         the same folders collects every pair from its finished checkpoint.
         """
-        pairs = [(r, s) for r in rules for s in self.seeds]
+        pairs = [(r, int(s)) for r in rules for s in (seeds or {}).get(r, self.seeds)]
         jobs = [(self.model_config(r), self.train_config(r, s, run_dir(r, s), device)) for r, s in pairs]
         results = train_many(jobs, train_blocks, eval_blocks,
                              processes=processes if not str(device).startswith("cuda") else 1, shard=shard)

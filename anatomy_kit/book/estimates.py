@@ -6,12 +6,19 @@ and the LM head included; :func:`anatomy_kit.lm.model.training_flops` for the ki
 divided by an *assumed* throughput of one reference GPU (an H100 SXM; an H200 computes as fast):
 bf16 training at 40 % MFU (the target of ``benchmarks/gpu_check.py``) and float32 inference at
 50 % of the float32 peak (the chapters evaluate in float32, without TF32). Peaks are NVIDIA's
-data-sheet figures. Memory: float32 weights for inference; 16 bytes per parameter for training
-(float32 weights and gradients, two AdamW moments) plus bf16 activations, ``34·T·b·d`` bytes per
-layer (Korthikanti et al. 2022, without the attention-score term a fused attention kernel does
-not store) and the logits. What is not FLOP-bound (chapter 4's geometry on the CPU, data
-loading) is left out. These are estimates to plan a run, not measurements; replace the assumed
-throughput by a measured one (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON).
+data-sheet figures. Memory: float32 weights for inference; for training (:func:`training_memory`)
+16 bytes per parameter (float32 weights and gradients, two AdamW moments; under bf16 autocast 2
+more for the cached bf16 copies of the weights), what autograd keeps of every layer
+(:func:`activation_bytes`: the float32 residual stream that each norm keeps, and the matmul
+inputs and outputs in bf16 under autocast — SwiGLU keeps 4 of its hidden width, gate and up, the
+SiLU and the product), and the logits' cross-entropy, whose float32 log-softmax and two gradients
+of the vocabulary's width are alive at once in the backward pass (12 bytes per token and
+vocabulary entry). The kit's training loop drops the logits themselves before the backward pass.
+What is not FLOP-bound (chapter 4's geometry on the CPU, data loading) is left out. These are
+estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares one with
+``torch.cuda.max_memory_allocated``); replace the assumed throughput by a measured one
+(``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
+turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
 
     python -m anatomy_kit.book.estimates            # the table on the running page
 """
@@ -21,8 +28,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from ..validate import AnatomyKitError, check_choice, check_int
+
 __all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_FLOPS", "Estimate", "forward_flops", "training_memory",
-           "chapter_estimates", "markdown_table", "duration"]
+           "activation_bytes", "MemoryPlan", "choose_micro_batch", "chapter_estimates", "markdown_table", "duration",
+           "width_solver_rules", "width_solver_runs"]
 
 H100_BF16, H100_FP32 = 989e12, 67e12      # dense peaks, NVIDIA H100 SXM data sheet
 #: assumed sustained FLOP/s of the reference GPU, by kind of work
@@ -31,25 +41,43 @@ ASSUMED_FLOPS = {"train-bf16": 0.40 * H100_BF16, "eval-fp32": 0.50 * H100_FP32, 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the estimates need of a model: parameters (head included once), layers, width, vocabulary."""
+    """What the estimates need of a model: parameters (head included once), layers, width, vocabulary,
+    and for activations the FFN (hidden width, ``"swiglu"`` or ``"gelu"``), the norm (``"rms"`` or
+    ``"layer"``), whether it uses rotary positions, and how many matmuls read each of a layer's two
+    norms (the kit's decoder: one fused q|k|v and one fused gate|up; separate q, k, v: 3)."""
 
     params: float
     n_layers: int
     d_model: int
     vocab: int
+    ffn_width: int = 0          # 0: 4·d_model
+    ffn: str = "swiglu"
+    rope: bool = True
+    norm: str = "rms"
+    norm_readers: tuple[int, int] = (1, 1)
+
+    @property
+    def width(self) -> int:
+        """The FFN's hidden width."""
+        return self.ffn_width or 4 * self.d_model
+
+    def norm_bytes(self) -> int:
+        """Float32 bytes per token that one norm keeps: its input, and RMSNorm (composed of elementwise
+        operations in eager PyTorch) also its normalised vector before the gain."""
+        return (8 if self.norm == "rms" else 4) * self.d_model
 
 
 #: The hub models of the chapters' full scale (numbers from their config.json and model cards).
-HUB_SHAPES = {
-    "HuggingFaceTB/SmolLM2-135M": ModelShape(134.5e6, 30, 576, 49152),
-    "meta-llama/Llama-3.2-1B": ModelShape(1.24e9, 16, 2048, 128256),
-    "meta-llama/Llama-3.2-3B": ModelShape(3.21e9, 28, 3072, 128256),
-    "meta-llama/Llama-3.1-8B": ModelShape(8.03e9, 32, 4096, 128256),
-    "google/gemma-2-2b": ModelShape(2.61e9, 26, 2304, 256000),
-    "google/gemma-2-9b": ModelShape(9.24e9, 42, 3584, 256000),
-    "google/gemma-3-1b-pt": ModelShape(1.0e9, 26, 1152, 262144),
-    "mistralai/Mistral-7B-v0.3": ModelShape(7.25e9, 32, 4096, 32768),
-}
+HUB_SHAPES = {name: ModelShape(*shape, norm_readers=(3, 2)) for name, shape in {   # q, k, v; gate, up
+    "HuggingFaceTB/SmolLM2-135M": (134.5e6, 30, 576, 49152, 1536),
+    "meta-llama/Llama-3.2-1B": (1.24e9, 16, 2048, 128256, 8192),
+    "meta-llama/Llama-3.2-3B": (3.21e9, 28, 3072, 128256, 8192),
+    "meta-llama/Llama-3.1-8B": (8.03e9, 32, 4096, 128256, 14336),
+    "google/gemma-2-2b": (2.61e9, 26, 2304, 256000, 9216),
+    "google/gemma-2-9b": (9.24e9, 42, 3584, 256000, 14336),
+    "google/gemma-3-1b-pt": (1.0e9, 26, 1152, 262144, 6912),
+    "mistralai/Mistral-7B-v0.3": (7.25e9, 32, 4096, 32768, 14336),
+}.items()}
 
 
 def forward_flops(m: ModelShape, tokens: float, seq_len: int) -> float:
@@ -57,11 +85,100 @@ def forward_flops(m: ModelShape, tokens: float, seq_len: int) -> float:
     return (2 * m.params + 4 * m.n_layers * seq_len * m.d_model) * tokens
 
 
-def training_memory(m: ModelShape, seq_len: int, batch: int, *, checkpointing: bool = False) -> float:
-    """Bytes to train with AdamW: 16 per parameter, bf16 activations of one micro-batch, float32 logits twice."""
-    per_layer = (2 if checkpointing else 34) * seq_len * batch * m.d_model
-    recompute = 34 * seq_len * batch * m.d_model if checkpointing else 0
-    return 16 * m.params + m.n_layers * per_layer + recompute + 8 * seq_len * batch * m.vocab
+def activation_bytes(m: ModelShape, precision: str = "bf16") -> float:
+    """Bytes autograd keeps per token and decoder layer of a pre-norm decoder (the kit's; chapter 5).
+
+    The residual stream is float32 (under bf16 autocast too: the embedding is float32 and adding a
+    bf16 branch output to it promotes); each of the two norms keeps float32 vectors
+    (:meth:`ModelShape.norm_bytes`: RMSNorm 8·d, LayerNorm 4·d). The matmul inputs and outputs
+    take ``a`` bytes per value (2 under bf16 autocast, 4 in float32): the two norms' outputs
+    (under autocast each matmul that reads one keeps its own bf16 copy: ``norm_readers``),
+    q|k|v (3·d), rotated q and k (2·d, with rotary positions), the attention output, and the
+    FFN: SwiGLU keeps gate|up (2·w), SiLU(gate) and the product (4·w in all), a GELU FFN its
+    hidden pre- and post-activation (2·w). Checked against the tensors autograd saves
+    (tests/test_estimates.py). Hugging Face layers keep somewhat more (e.g. float32 copies
+    inside their RMSNorm).
+    """
+    check_choice("precision", precision, ("bf16", "fp32"))
+    a = 2 if precision == "bf16" else 4
+    norm_outputs = sum(m.norm_readers) if precision == "bf16" else 2
+    attention = (3 + (2 if m.rope else 0) + 1) * m.d_model
+    matmul_io = norm_outputs * m.d_model + attention + (4 if m.ffn == "swiglu" else 2) * m.width
+    return 2 * m.norm_bytes() + a * matmul_io
+
+
+def training_memory(m: ModelShape, seq_len: int, batch: int, *, checkpointing: bool = False,
+                    precision: str = "bf16") -> float:
+    """Peak bytes of one training step with AdamW on a micro-batch of ``batch × seq_len`` tokens (chapter 5).
+
+    ``16·N`` (float32 weights, gradients, two moments) ``+ 2·N`` under bf16 autocast (its cached
+    bf16 weights, which the backward pass needs), every layer's :func:`activation_bytes` per
+    token, the final norm's vectors and output, and ``12·V`` per token for the cross-entropy's
+    backward (its float32 log-softmax, the gradient of that and the gradient of the logits, alive
+    at once). With activation checkpointing each layer keeps only its float32 input (4·d), and one
+    layer's activations exist at a time (while it is recomputed).
+    """
+    check_int("seq_len", seq_len, minimum=1)
+    check_int("batch", batch, minimum=1)
+    a = 2 if check_choice("precision", precision, ("bf16", "fp32")) == "bf16" else 4
+    states = (18 if precision == "bf16" else 16) * m.params
+    layer = activation_bytes(m, precision)
+    layers = (m.n_layers * 4 * m.d_model + layer) if checkpointing else m.n_layers * layer
+    head = m.norm_bytes() + a * m.d_model + 12 * m.vocab
+    return states + seq_len * batch * (layers + head)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How a step's ``rows`` are split to fit memory: ``micro_batch × grad_accum`` (= rows per rank ×
+    ranks), with or without activation checkpointing; ``estimate_gb`` of ``free_gb`` (``None`` on a CPU).
+    Chapter 5."""
+
+    micro_batch: int
+    grad_accum: int
+    checkpointing: bool
+    estimate_gb: float | None = None
+    free_gb: float | None = None
+
+    def __str__(self) -> str:
+        split = f"micro-batch {self.micro_batch} × {self.grad_accum} accumulation steps"
+        ckpt = "with" if self.checkpointing else "without"
+        where = ("" if self.free_gb is None else
+                 f": an estimated {self.estimate_gb:.0f} GB of the {self.free_gb:.0f} GB free")
+        return f"{split}, {ckpt} activation checkpointing{where}"
+
+
+def choose_micro_batch(m: ModelShape, seq_len: int, rows: int, free_bytes: float | None, *, world_size: int = 1,
+                       precision: str = "bf16", headroom: float = 0.85, default: int | None = None) -> MemoryPlan:
+    """The largest micro-batch whose :func:`training_memory` fits ``headroom × free_bytes`` (chapter 5).
+
+    ``rows``: the rows of one optimiser step over all ranks (``batch_size × grad_accum``); the
+    micro-batch divides ``rows / world_size``, so the step reads the same rows whatever the split.
+    Without activation checkpointing if any micro-batch fits, else with it; if not even one row
+    fits, a named error. ``free_bytes=None`` (a CPU) keeps the recipe's split: micro-batch
+    ``default`` (or ``rows``).
+    """
+    check_int("rows", rows, minimum=1)
+    check_int("world_size", world_size, minimum=1)
+    if rows % world_size:
+        raise AnatomyKitError(f"rows={rows} per step do not divide over world_size={world_size} ranks")
+    per_rank = rows // world_size
+    if free_bytes is None:
+        micro = check_int("default", default if default is not None else per_rank, minimum=1)
+        if per_rank % micro:
+            raise AnatomyKitError(f"micro-batch {micro} does not divide the {per_rank} rows per rank and step")
+        return MemoryPlan(micro, per_rank // micro, False)
+    budget = headroom * float(free_bytes)
+    sizes = [b for b in range(per_rank, 0, -1) if per_rank % b == 0]
+    for checkpointing in (False, True):
+        for b in sizes:
+            need = training_memory(m, seq_len, b, checkpointing=checkpointing, precision=precision)
+            if need <= budget:
+                return MemoryPlan(b, per_rank // b, checkpointing, need / 1e9, free_bytes / 1e9)
+    need = training_memory(m, seq_len, 1, checkpointing=True, precision=precision)
+    raise AnatomyKitError(f"one row of {seq_len} tokens needs about {need / 1e9:.1f} GB with activation checkpointing, "
+                          f"but only {free_bytes / 1e9:.1f} GB are free (× headroom {headroom}); use a GPU with more "
+                          "memory, or fsdp=True over several GPUs")
 
 
 def _preset_config(name: str):
@@ -74,10 +191,19 @@ def _preset_config(name: str):
 
 
 def _preset_shape(name: str) -> ModelShape:
-    from ..lm import param_count
+    from ..lm import PRESETS, param_count
 
     cfg = _preset_config(name)
-    return ModelShape(float(param_count(cfg)), cfg.n_layers, cfg.d_model, cfg.vocab_size)
+    return ModelShape(float(param_count(cfg)), cfg.n_layers, cfg.d_model, cfg.vocab_size, PRESETS[name]["mean_width"])
+
+
+def lm_shape(config) -> ModelShape:
+    """The :class:`ModelShape` of a :class:`~anatomy_kit.lm.model.LMConfig` (its mean FFN width; chapter 5)."""
+    from ..lm import param_count
+
+    widths = [int(w) for w in config.ffn_widths]
+    return ModelShape(float(param_count(config)), config.n_layers, config.d_model, config.vocab_size,
+                      round(sum(widths) / len(widths)), config.ffn, True)
 
 
 @dataclass
@@ -118,15 +244,15 @@ def _ch02() -> Estimate:
     train = runs * 300 * 3 * forward_flops(m, 8 * T, T)                   # 300 steps of 8 blocks, whole model
     evals = runs * 300 * forward_flops(m, 16 * T, T)                      # evaluation after every step
     return Estimate("ch02_anatomy_weights", "recovery: 270 runs × 300 steps (8 blocks), eval each step",
-                    train + evals, "train-fp32", training_memory(m, T, 8) / 1e9)
+                    train + evals, "train-fp32", training_memory(m, T, 8, precision="fp32") / 1e9)
 
 
 def _ch03() -> Estimate:
-    m, T = ModelShape(9.6e6, 12, 256, 8192), 256
+    m, T = ModelShape(9.6e6, 12, 256, 8192, 469), 256
     runs = 4 * 5                                                          # schedules incl. the reference × seeds
     flops = runs * 656 * 3 * forward_flops(m, 32 * T, T)
     return Estimate("ch03_growth_training", "≤ 20 runs × 656 steps of 32 × 256 tokens (12 × 256 decoder)", flops,
-                    "train-fp32", training_memory(m, T, 32) / 1e9)
+                    "train-fp32", training_memory(m, T, 32, precision="fp32") / 1e9)
 
 
 def _ch04() -> Estimate:
@@ -140,13 +266,39 @@ def _ch04() -> Estimate:
                     flops, "eval-fp32", mem / 1e9)
 
 
+def width_solver_rules() -> list[str]:
+    """Chapter 5's allocation rules at full scale: our rule for each row of the paper's 440M table
+    (``p2.val_loss_440m`` in data_manifest/references.yaml), then TLM's contrast, the taper reversed."""
+    from ..manifest import reference
+
+    return list(reference("p2.val_loss_440m")["rules"].values()) + ["reverse-cosine"]
+
+
+def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
+    """Chapter 5's grid at ``preset`` (128M, 256M, 440M): runs (``n_rules``, default
+    :func:`width_solver_rules`, × the preset's seeds), tokens and FLOPs per run, and the estimated
+    GPU hours per run and days for all runs at the assumed bf16 throughput. The chapter's
+    full-scale table and the running page's row both come from here."""
+    from ..lm import PRESETS, param_count, training_flops
+
+    check_choice("preset", preset, [k for k in PRESETS if k != "smoke"])
+    P, cfg = PRESETS[preset], _preset_config(preset)
+    tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
+    runs = check_int("n_rules", len(width_solver_rules()) if n_rules is None else n_rules, minimum=1) * P["n_seeds"]
+    flops = training_flops(cfg, tokens, P["block_size"])
+    hours = flops / ASSUMED_FLOPS["train-bf16"] / 3600
+    return {"preset": preset, "layers × d": f"{P['n_layers']} × {P['d_model']}", "mean FFN width": P["mean_width"],
+            "parameters": param_count(cfg), "tokens per run": tokens, "seeds": P["n_seeds"], "runs": runs,
+            "FLOPs per run": flops, "GPU hours per run": hours, "GPU days, all runs": hours * runs / 24}
+
+
 def _ch05() -> Estimate:
     from ..lm import PRESETS, training_flops
 
     P = PRESETS["440M"]
     m, cfg = _preset_shape("440M"), _preset_config("440M")
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    runs = 5 * P["n_seeds"]                                               # the paper's five rules × seeds
+    runs = width_solver_runs("440M")["runs"]                              # chapter 5's rules × seeds
     return Estimate("ch05_width_solver", f"{runs} runs of the 440M preset, {tokens / 1e9:.1f}B tokens each",
                     runs * training_flops(cfg, tokens, P["block_size"]), "train-bf16",
                     training_memory(m, P["block_size"], P["batch_size"]) / 1e9)
@@ -160,7 +312,8 @@ def _ch06() -> Estimate:
     tps, T, seeds = r.tokens_per_step, r.block_size, 3
 
     def shape(d: int) -> ModelShape:
-        return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size)
+        return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
+                          norm="layer", norm_readers=(3, 1))
 
     def train(d: int, steps: int) -> float:
         return 3 * forward_flops(shape(d), steps * tps, T)

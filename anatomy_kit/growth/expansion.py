@@ -105,9 +105,12 @@ def grouped(growth: UnitGrowth, per_source: int) -> UnitGrowth:
     return UnitGrowth(torch.kron(growth.sources, eye), growth.group, growth.split)
 
 
-def residual_sources(d: int, k: int) -> torch.Tensor:
-    """(k,) long: ρ(j) = j mod d, the old coordinate that new coordinate d + j tiles."""
-    return torch.arange(k) % d
+def residual_sources(d: int, k: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(k,) long on ``device``: ρ(j) = j mod d, the old coordinate that new coordinate d + j tiles (chapter 6).
+
+    Build it on the device of the tensors it indexes (a CPU index cannot index a CUDA tensor's rows).
+    """
+    return torch.arange(k, device=device) % d
 
 
 def pad_residual(x: torch.Tensor, k: int, dim: int = -1) -> torch.Tensor:
@@ -124,6 +127,7 @@ def grow_reader(W: torch.Tensor, b: torch.Tensor | None, growth: UnitGrowth, rho
     if W.shape[0] != n * r:
         raise AnatomyKitError(f"reader has {W.shape[0]} rows; expected {n} units × {r}")
     new = combine_units(growth, W.reshape(n, r, d)).reshape(m * r, d)
+    rho = rho.to(W.device)
     W_out = W.new_empty((n + m) * r, d + k)  # every block is written below
     W_out[: n * r, :d] = W
     W_out[: n * r, d:] = 0
@@ -135,11 +139,15 @@ def grow_reader(W: torch.Tensor, b: torch.Tensor | None, growth: UnitGrowth, rho
 
 
 def combine_units(growth: UnitGrowth, X: torch.Tensor) -> torch.Tensor:
-    """X (n, ...) → (m, ...): new unit i = Σ_j sources[i, j] X[j] (gathers, not a dense product)."""
+    """X (n, ...) → (m, ...): new unit i = Σ_j sources[i, j] X[j] (gathers, not a dense product).
+
+    ``growth`` lives on the CPU (its coefficients are small and read on the host); the gather
+    indices and weights are moved to X's device here.
+    """
     shape = (-1,) + (1,) * (X.dim() - 1)
     out = None
     for idx, w in growth.terms:
-        term = X.index_select(0, idx)
+        term = X.index_select(0, idx.to(X.device))
         if not bool((w == 1).all()):
             term = term * w.to(X).reshape(shape)
         out = term if out is None else out.add_(term)
@@ -157,7 +165,7 @@ def grow_writer(W: torch.Tensor, b: torch.Tensor | None, growth: UnitGrowth, rho
     d, k = W.shape[0], rho.numel()
     if W.shape[1] != n * r:
         raise AnatomyKitError(f"writer has {W.shape[1]} columns; expected {n} units × {r}")
-    S = growth.sources
+    S, rho = growth.sources, rho.to(W.device)
     units = W.reshape(d, n, r).transpose(0, 1)  # (n, d, r): one slice per unit
     if growth.split:
         if not bool(((S == 0) | (S == 1)).all()) or not bool((S.sum(1) == 1).all()):
@@ -211,7 +219,7 @@ def expand_gpt_state(state: dict, plan: GrowthPlan, expansion: str = "block", mi
     """
     attn_policy, ffn_policy = expansion_policies(expansion)
     old, new, k = plan.old, plan.new, plan.k
-    rho = residual_sources(plan.d, k)
+    rho = residual_sources(plan.d, k, state["wte.weight"].device)
     heads = unit_growth(old.n_heads, new.n_heads - old.n_heads, attn_policy, old.head_dim, mix)
     units = unit_growth(old.ff_width, new.ff_width - old.ff_width, ffn_policy, 1, mix)
     gain = (plan.d / plan.D) ** 0.5

@@ -35,9 +35,12 @@ batch's B·T tokens (times the world size under ``torch.distributed``) to the ``
 buffer. Both are buffers of the state dict, so a checkpointed run resumes the ramp where it
 stopped; evaluation (eval mode) reads the gate without moving it. Growing resets the count.
 
-Cost: each LayerNorm reads ``float(gate)`` (a device sync on GPU); ``finish_warmup`` drops the
-gate once g = 1, leaving the plain grown model. Buffers have shape (1,), not (), so every
-tensor of the state dict can be hashed and saved as bytes.
+Cost: the model keeps host copies of ``gate`` and ``tokens_seen`` (:meth:`GPT.host_value`), valid
+while the buffers are unchanged (PyTorch's version counter and the buffer's identity tell), so a
+forward reads the device only after a buffer was loaded or written from outside; once g = 1 the
+ramp only counts tokens on the device. ``finish_warmup`` drops the gate once g = 1, leaving the
+plain grown model. Buffers have shape (1,), not (), so every tensor of the state dict can be
+hashed and saved as bytes.
 """
 
 from __future__ import annotations
@@ -188,13 +191,33 @@ class GPT(nn.Module):
 
     @property
     def new_coords(self) -> torch.Tensor:
-        mask = torch.zeros(self.config.d_model, dtype=torch.bool)
+        mask = torch.zeros(self.config.d_model, dtype=torch.bool, device=self.gate.device)
         if self.config.old_width is not None:
             mask[self.config.old_width:] = True
         return mask
 
+    @torch.compiler.disable
+    def host_value(self, name: str) -> float | int:
+        """``float(self.gate)`` or ``int(self.tokens_seen)`` without a device sync when the host copy is current
+        (chapter 6).
+
+        The copy is re-read when the buffer is another tensor (``load_state_dict(assign=True)``) or
+        was written in place since (its ``_version`` moved: ``fill_``, ``copy_``, a checkpoint load).
+        """
+        t = getattr(self, name)
+        cached = self.__dict__.setdefault("_host", {}).get(name)
+        if cached is None or cached[0] is not t or cached[1] != t._version:
+            cached = (t, t._version, float(t) if t.is_floating_point() else int(t))
+            self._host[name] = cached
+        return cached[2]
+
+    def _remember(self, name: str, value: float | int) -> None:
+        """Record ``value`` as the host copy of buffer ``name``, which the caller has just written."""
+        t = getattr(self, name)
+        self.__dict__.setdefault("_host", {})[name] = (t, t._version, value)
+
     def _read(self, ln: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-        if self.config.old_width is None or float(self.gate) == 1.0:
+        if self.config.old_width is None or self.host_value("gate") == 1.0:
             return ln(x)
         return gated_layer_norm(x, ln, self.config.old_width, self.gate)
 
@@ -214,15 +237,21 @@ class GPT(nn.Module):
         flat = logits.reshape(-1, logits.shape[-1])
         return logits, F.cross_entropy(flat.to(torch.promote_types(flat.dtype, torch.float32)), targets.reshape(-1))
 
+    @torch.compiler.disable
     def _advance_warmup(self, n_tokens: int) -> None:
         """Set the gate from the tokens seen so far, then count this batch's (training mode only)."""
         cfg = self.config
         if cfg.old_width is None or cfg.warmup_tokens is None:
             return
         world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        seen = self.host_value("tokens_seen")
         with torch.no_grad():
-            self.gate.fill_(min(1.0, int(self.tokens_seen) / cfg.warmup_tokens))
+            if self.host_value("gate") != 1.0 or seen < cfg.warmup_tokens:   # at g = 1 the ramp is over
+                gate = min(1.0, seen / cfg.warmup_tokens)
+                self.gate.fill_(gate)
+                self._remember("gate", float(torch.tensor(gate, dtype=self.gate.dtype)))   # as the buffer holds it
             self.tokens_seen.add_(n_tokens * world)
+        self._remember("tokens_seen", seen + n_tokens * world)
 
     def param_count(self) -> int:
         """Trainable parameters, a tied embedding counted once."""
@@ -235,6 +264,7 @@ def set_gate(model: GPT, gate: float) -> GPT:
     if g > 1:
         raise AnatomyKitError(f"gate={gate!r} must be in [0, 1]")
     model.gate.fill_(g)
+    model._remember("gate", float(torch.tensor(g, dtype=model.gate.dtype)))   # the host copy: no read-back
     return model
 
 

@@ -120,6 +120,15 @@ def fold_rms_gains(state: dict, plan: LlamaGrowthPlan) -> dict:
     return out
 
 
+def storage_key(t: torch.Tensor) -> tuple:
+    """What identifies the memory ``t`` views: its storage object, offset, shape and strides (chapter 6).
+
+    Unlike ``data_ptr()`` this tells tensors apart on the ``meta`` device too (every meta tensor
+    has address 0), where the kit's tests grow models without memory.
+    """
+    return (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape), t.stride())
+
+
 def fold_expanded_gains(source: dict, state: dict, plan: LlamaGrowthPlan) -> dict:
     """:func:`fold_rms_gains` after :func:`expand_llama_state`, in place on its fresh tensors.
 
@@ -129,14 +138,14 @@ def fold_expanded_gains(source: dict, state: dict, plan: LlamaGrowthPlan) -> dic
     that shares its tensor with another key (the tied LM head) is scaled into a new tensor.
     """
     out = dict(state)
-    rho = residual_sources(plan.d, plan.k)
-    shared = {t.data_ptr() for k, t in state.items() if k != "lm_head.weight"}
+    rho = residual_sources(plan.d, plan.k, state["model.embed_tokens.weight"].device)
+    shared = {storage_key(t) for k, t in state.items() if k != "lm_head.weight"}
     for ln, keys in _folds(plan):
         gain = source[f"{ln}.weight"]
         gain = torch.cat([gain, gain[rho]])
         for key in keys:
             t = state[key]
-            out[key] = t * gain if key == "lm_head.weight" and t.data_ptr() in shared else t.mul_(gain)
+            out[key] = t * gain if key == "lm_head.weight" and storage_key(t) in shared else t.mul_(gain)
         out[f"{ln}.weight"] = torch.full_like(gain, (plan.d / plan.D) ** 0.5)
     return out
 
@@ -144,7 +153,7 @@ def fold_expanded_gains(source: dict, state: dict, plan: LlamaGrowthPlan) -> dic
 def expand_llama_state(state: dict, plan: LlamaGrowthPlan, expansion: str, mix: float) -> dict:
     """Every tensor at width D in the unrotated frame; norm gains √(d/D)·[g; g[ρ]]."""
     attn_policy, ffn_policy = expansion_policies(expansion)
-    rho = residual_sources(plan.d, plan.k)
+    rho = residual_sources(plan.d, plan.k, state["model.embed_tokens.weight"].device)
     kv = unit_growth(plan.n_kv, plan.n_kv_new - plan.n_kv, attn_policy, plan.head_dim, mix)
     q = grouped(kv, plan.q_per_kv)
     ffn = unit_growth(plan.ffn, plan.ffn_new - plan.ffn, ffn_policy, 1, mix)
@@ -153,11 +162,10 @@ def expand_llama_state(state: dict, plan: LlamaGrowthPlan, expansion: str, mix: 
     scale = (plan.d / plan.D) ** 0.5
     out, done = {}, {}
     for key, t in state.items():
-        name = key.split(".")[-2]
-        if (t.data_ptr(), t.shape) in done:   # a tied weight: expand it once, keep it shared
-            out[key] = done[(t.data_ptr(), t.shape)]
+        name, same = key.split(".")[-2], storage_key(t)
+        if same in done:                      # a tied weight: expand it once, keep it shared
+            out[key] = done[same]
             continue
-        done[(t.data_ptr(), t.shape)] = None
         if key in ("model.embed_tokens.weight", "lm_head.weight"):
             out[key] = pad_residual(t, plan.k)
         elif name.endswith("norm") or name.endswith("layernorm"):
@@ -168,7 +176,7 @@ def expand_llama_state(state: dict, plan: LlamaGrowthPlan, expansion: str, mix: 
             out[key] = grow_reader(t, None, growth[name], rho)[0]
         else:
             raise AnatomyKitError(f"unexpected Llama weight {key!r}; only the standard layout is supported")
-        done[(t.data_ptr(), t.shape)] = out[key]
+        done[same] = out[key]
     return out
 
 
@@ -213,8 +221,9 @@ def build_llama(cfg, state: dict, source):
             setattr(model.get_submodule(owner), attr, buffer.clone())
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
+    on_meta = all(t.is_meta for t in state.values())         # a model grown without memory (tests)
     left = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
-    if left:
+    if left and not on_meta:
         raise AnatomyKitError(f"grown Llama left tensors uninitialised: {left[:3]}")
     return model.eval()
 

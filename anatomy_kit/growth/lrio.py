@@ -15,6 +15,12 @@ through weights built on the fly (``torch.func.functional_call``), then material
   uniformly, so the grown model stays exactly the small one at g = 0 after any training (tested).
   Unlike SRIO it does not keep W_in W_out (M_rᵀ M_w ≠ I in general).
 * **SRIO-LO**: M_w = M_r = R(θ), θ learned from asin(ε) (one scalar; exact at g = 0 for every θ).
+
+Both learn on the device of the model they grow (its weights, the operator's parameters and the
+batches all there; a grid's builder loads the trained small model onto the run's device:
+:func:`anatomy_kit.growth.starts.grown_model`), and read the loss curve back once, at the end.
+The order of the batches comes from a CPU generator seeded by ``seed``, so it is the same on
+every device.
 """
 
 from __future__ import annotations
@@ -54,24 +60,40 @@ def _expanded(model, new_d: int, expansion: str, mix: float):
 def train_operator(plan, state: dict, make_ops, params: list[torch.Tensor], batches, *, steps: int,
                    lr: float, seed: int, train_gate: float):
     """Adam on ``params``; ``make_ops()`` → (apply M_w, apply M_r), each x (…, D) ↦ M x along the last
-    axis (differentiable in ``params``). Returns the loss per step."""
-    template = build_gpt(plan.new, state, train_gate).eval()   # eval: no gate ramp while learning
-    gate = torch.full((1,), float(train_gate), dtype=torch.float64)
+    axis (differentiable in ``params``). Returns the loss per step (floats).
+
+    Everything runs on the device of ``state`` (the batches are moved there); the losses stay on
+    the device until the end (one read, no host sync per step).
+    """
+    device = state["wte.weight"].device
+    template = build_gpt(plan.new, state, train_gate).eval()   # eval: no gate ramp while learning; its gate buffer
+    batches = [b.to(device) for b in batches]
     opt = torch.optim.Adam(params, lr=lr)
     order = torch.Generator().manual_seed(seed)
     schedule = torch.cat([torch.randperm(len(batches), generator=order) for _ in range(steps // len(batches) + 1)])
-    curve = []
+    losses = []
     for step in range(steps):
-        batch = batches[int(schedule[step])]
-        write, read = make_ops()
-        weights = apply_residual_operator(state, plan.new, write, read)
-        weights["gate"] = gate
-        _, loss = functional_call(template, weights, (batch[:, :-1], batch[:, 1:]))
+        loss = operator_loss(template, plan, state, make_ops, batches[int(schedule[step])])
         opt.zero_grad()
         loss.backward()
         opt.step()
-        curve.append(loss.detach().item())
-    return curve
+        losses.append(loss.detach())
+    return host_floats(losses)
+
+
+def host_floats(values: list[torch.Tensor]) -> list[float]:
+    """0-dim tensors on any device → floats, in one device-to-host read (chapter 6)."""
+    return torch.stack(values).tolist()
+
+
+def operator_loss(template, plan, state: dict, make_ops, batch: torch.Tensor) -> torch.Tensor:
+    """The grown model's LM loss (0-dim) on ``batch`` (B, T+1) with the operator's current weights
+    (``template``: the grown GPT whose gate and buffers are used as they are; chapter 6)."""
+    write, read = make_ops()
+    weights = apply_residual_operator(state, plan.new, write, read)
+    for buffer in ("gate", "tokens_seen"):           # the template's own (its gate is train_gate)
+        weights.pop(buffer, None)
+    return functional_call(template, weights, (batch[:, :-1], batch[:, 1:]))[1]
 
 
 def _materialise(plan, state, write, read, gate: float):
@@ -101,6 +123,13 @@ def structured_operator(base, d: int, r: torch.Tensor, B: torch.Tensor):
     return apply
 
 
+def lrio_parameters(d: int, k: int, device: torch.device | str) -> list[torch.Tensor]:
+    """(r_w (D,), B_w (k, D), r_r (D,), B_r (k, D)): LRIO's learned parts, float64 zeros on ``device`` (chapter 6)."""
+    D = d + k
+    return [torch.zeros(*((D,) if i % 2 == 0 else (k, D)), dtype=torch.float64, device=device, requires_grad=True)
+            for i in range(4)]
+
+
 def grow_lrio(model, new_d: int, batches, steps: int = 100, lr: float = 1e-3, seed: int = 0, *,
               init: str = "srio", eps: float | None = None, expansion: str = "block", mix: float = 0.5,
               train_gate: float = 1.0, gate: float = 0.0):
@@ -112,8 +141,7 @@ def grow_lrio(model, new_d: int, batches, steps: int = 100, lr: float = 1e-3, se
     d, k, D = plan.d, plan.k, plan.D
     eps = special_eps(d, D) if eps is None else check_eps(eps)
     base = srio_operator(d, k, eps) if init == "srio" else None
-    params = [torch.zeros(D, dtype=torch.float64, requires_grad=True) if i % 2 == 0
-              else torch.zeros(k, D, dtype=torch.float64, requires_grad=True) for i in range(4)]
+    params = lrio_parameters(d, k, state["wte.weight"].device)
 
     def make_ops():
         r_w, B_w, r_r, B_r = params
@@ -161,7 +189,7 @@ def grow_srio_lo(model, new_d: int, batches, steps: int = 100, lr: float = 1e-2,
     plan, state = _expanded(model, new_d, expansion, mix)
     batches = check_batches(batches, plan.old.vocab_size, plan.old.max_seq_len)
     eps = special_eps(plan.d, plan.D) if eps is None else check_eps(eps)
-    theta = torch.tensor(math.asin(eps), dtype=torch.float64, requires_grad=True)
+    theta = torch.tensor(math.asin(eps), dtype=torch.float64, device=state["wte.weight"].device, requires_grad=True)
 
     def make_ops():
         R = angle_rotation(plan.d, theta)
@@ -170,9 +198,9 @@ def grow_srio_lo(model, new_d: int, batches, steps: int = 100, lr: float = 1e-2,
     curve = train_operator(plan, state, make_ops, [theta], batches, steps=steps, lr=lr, seed=seed,
                            train_gate=train_gate)
     grown = _materialise(plan, state, *make_ops(), gate)
-    grown.learned_eps = math.sin(theta.item())
+    grown.learned_eps = math.sin(host_floats([theta.detach()])[0])
     return grown, curve
 
 
 __all__ = ["grow_lrio", "grow_srio_lo", "rotation_from_angle", "angle_rotation", "structured_operator",
-           "check_batches", "train_operator"]
+           "check_batches", "train_operator", "operator_loss", "lrio_parameters"]

@@ -66,6 +66,8 @@ from anatomy_kit.growth.gpt import GPT, set_gate
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_finite
 
 OPERATORS = ("nrio", "srio-so", "srio-lo", "mrio", "lrio")
+#: the operators that learn on batches (:mod:`.lrio`, which builds on this module), and their functions
+LEARNED = {"srio-lo": "grow_srio_lo", "lrio": "grow_lrio"}
 NORM_PARAMS = ("fold", "rotate")
 
 
@@ -218,8 +220,11 @@ def check_growable(model) -> GPT:
 
 
 def check_all_finite(model) -> None:
-    """Raise naming the first parameter that holds NaN or inf (one min/max pass per tensor)."""
+    """Raise naming the first parameter that holds NaN or inf (one min/max pass per tensor; a ``meta``
+    tensor holds no values to check)."""
     for name, p in model.named_parameters():
+        if p.is_meta:
+            continue
         lo, hi = torch.aminmax(p.detach())
         if not (torch.isfinite(lo) and torch.isfinite(hi)):
             check_finite(f"parameter {name}", p.detach())
@@ -332,17 +337,10 @@ def grow_nrio(model: GPT, new_d: int, expansion: str = "block", *, mix: float = 
     return grow_with_rotation(model, new_d, lambda plan: None, expansion, norm_params="pad", mix=mix, gate=gate)
 
 
-def grow_srio(model: GPT, new_d: int, eps: float | None = None, variant: str = "so", expansion: str = "block", *,
-              norm_params: str = "fold", mix: float = 0.5, gate: float = 0.0, batches=None, **learn) -> GPT:
-    """SRIO: rotation by ε (None → ε* = √(k/D)). ``variant="lo"`` learns the angle (needs ``batches``)."""
-    check_choice("variant", variant, ("so", "lo"))
+def grow_srio(model: GPT, new_d: int, eps: float | None = None, expansion: str = "block", *,
+              norm_params: str = "fold", mix: float = 0.5, gate: float = 0.0) -> GPT:
+    """SRIO(-SO): rotation by ε (None → ε* = √(k/D)). The learned angle (SRIO-LO) is ``lrio.grow_srio_lo``."""
     check_choice("norm_params", norm_params, NORM_PARAMS)
-    if variant == "lo":
-        from anatomy_kit.growth.lrio import grow_srio_lo
-
-        if batches is None:
-            raise AnatomyKitError("variant='lo' learns the angle and needs batches (list of (B, T+1) LongTensor)")
-        return grow_srio_lo(model, new_d, batches, eps=eps, expansion=expansion, mix=mix, gate=gate, **learn)[0]
     if eps is not None:
         check_eps(eps)
     return grow_with_rotation(model, new_d, lambda plan: srio_operator(
@@ -368,16 +366,18 @@ def grow_mrio(model: GPT, new_d: int, eps=None, stages: tuple[int, ...] | None =
 
 
 def grow(model: GPT, new_d: int, operator: str = "srio-so", eps=None, expansion: str = "block", **kw) -> GPT:
-    """One entry point: ``operator`` in nrio, srio-so, srio-lo, mrio, lrio (learned ones need ``batches``)."""
+    """The closed-form operators by name: ``operator`` in nrio, srio-so, mrio (chapter 6).
+
+    The learned ones (srio-lo, lrio) train on batches first and live in :mod:`.lrio`
+    (``grow_srio_lo``, ``grow_lrio``); :func:`anatomy_kit.growth.starts.grow_condition` runs any
+    condition of the grid, learned or not.
+    """
     check_choice("operator", operator, OPERATORS)
+    if operator in LEARNED:
+        raise AnatomyKitError(f"operator={operator!r} is learned on batches: call anatomy_kit.growth.lrio."
+                              f"{LEARNED[operator]}(model, new_d, batches, ...) (srio.grow runs nrio, srio-so, mrio)")
     if operator == "nrio":
         return grow_nrio(model, new_d, expansion, **kw)
-    if operator in ("srio-so", "srio-lo"):
-        return grow_srio(model, new_d, eps, operator[-2:], expansion, **kw)
-    if operator == "mrio":
-        return grow_mrio(model, new_d, eps, kw.pop("stages", None), expansion, **kw)
-    from anatomy_kit.growth.lrio import grow_lrio
-
-    if "batches" not in kw:
-        raise AnatomyKitError("operator='lrio' is learned and needs batches (list of (B, T+1) LongTensor)")
-    return grow_lrio(model, new_d, kw.pop("batches"), eps=eps, expansion=expansion, **kw)[0]
+    if operator == "srio-so":
+        return grow_srio(model, new_d, eps, expansion, **kw)
+    return grow_mrio(model, new_d, eps, kw.pop("stages", None), expansion, **kw)

@@ -7,6 +7,11 @@ saves them beside the run's checkpoint (``start.safetensors``: tensors, the grow
 learned angle or the operator's loss curve), so a resumed run, a later collection and a shard
 on another machine all start from the same bytes. Builders are module-level functions: a
 ``functools.partial`` of them is what :func:`anatomy_kit.lm.train_many` sends to its workers.
+
+Growing happens on the run's device (``device``: the trained small model is loaded there, and
+LRIO/SRIO-LO learn their operator there, not on one CPU thread); the start file is written from
+the grown weights and the builder returns them as read back from it, on the CPU, so every run of
+that start (a resume, a collection elsewhere) begins from the same bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from anatomy_kit.lm.checkpoint import load_trained
 from anatomy_kit.validate import AnatomyKitError, check_choice
 
 __all__ = ["fresh_model", "grow_condition", "grown_model", "save_start", "load_start", "start_meta",
-           "trained_model"]
+           "trained_model", "untie_head"]
 
 START_FILE = "start.safetensors"
 
@@ -64,12 +69,12 @@ def start_meta(path: str | os.PathLike) -> tuple[GPTConfig, dict]:
     return GPTConfig(**json.loads(doc["config"])).validate(), json.loads(doc["meta"])
 
 
-def load_start(path: str | os.PathLike) -> GPT:
-    """The model saved by :func:`save_start` (same bytes, float32 on the CPU)."""
+def load_start(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
+    """The model saved by :func:`save_start` (same bytes, float32, on ``device``)."""
     from safetensors.torch import load_file
 
     cfg, _ = start_meta(path)
-    return srio.build_gpt(cfg, load_file(str(path), device="cpu"))
+    return srio.build_gpt(cfg, load_file(str(path), device=str(torch.device(device))))
 
 
 def grow_condition(model: GPT, new_d: int, condition: Condition | str, *, gate_tokens: int,
@@ -97,6 +102,8 @@ def grow_condition(model: GPT, new_d: int, condition: Condition | str, *, gate_t
         meta["operator_curve"] = curve
     else:
         grown = srio.grow(model, new_d, cond.operator, eps=cond.eps, expansion=cond.expansion)
+    if cond.untied_head:
+        grown = untie_head(grown)
     if cond.gated:
         grown.config = grown.config.with_(warmup_tokens=int(gate_tokens))
         set_gate(grown, 0.0)
@@ -107,12 +114,24 @@ def grow_condition(model: GPT, new_d: int, condition: Condition | str, *, gate_t
     return grown.float(), meta
 
 
-def trained_model(config_or_start: GPTConfig | str | os.PathLike, checkpoint_dir: str | os.PathLike) -> GPT:
-    """The weights a run left in ``checkpoint_dir``: a GPT of the config (or of a start file's config)."""
+def untie_head(model: GPT) -> GPT:
+    """The same function with the LM head a copy of the embedding plus a zero bias (chapter 6's
+    parameter-matched NRIO: as many parameters as the folded arms, whose folding unties the head)."""
+    if not model.config.tie_embeddings:
+        raise AnatomyKitError("the model's LM head is already untied from its embedding")
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state["lm_head.weight"] = state["wte.weight"].clone()
+    state["lm_head.bias"] = state["wte.weight"].new_zeros(model.config.vocab_size)
+    return srio.build_gpt(model.config.with_(tie_embeddings=False, head_bias=True), state)
+
+
+def trained_model(config_or_start: GPTConfig | str | os.PathLike, checkpoint_dir: str | os.PathLike,
+                  device: str | torch.device = "cpu") -> GPT:
+    """The weights a run left in ``checkpoint_dir``, on ``device``: a GPT of the config (or a start file's config)."""
     cfg = config_or_start if isinstance(config_or_start, GPTConfig) else start_meta(config_or_start)[0]
     with torch.device("meta"):
         model = GPT(cfg)
-    model = model.to_empty(device="cpu")
+    model = model.to_empty(device=torch.device(device))
     if cfg.tie_embeddings:
         model.lm_head.weight = model.wte.weight
     return load_trained(model, checkpoint_dir)
@@ -120,15 +139,16 @@ def trained_model(config_or_start: GPTConfig | str | os.PathLike, checkpoint_dir
 
 def grown_model(source: GPTConfig | str, source_dir: str, new_d: int, condition: str, start_path: str, *,
                 gate_tokens: int, batches: list | None = None, learn_steps: int = 100, learn_lr: float = 1e-3,
-                learn_lr_angle: float = 1e-2, seed: int = 0) -> GPT:
+                learn_lr_angle: float = 1e-2, seed: int = 0, device: str = "cpu") -> GPT:
     """Builder of a grown run: the cached start if ``start_path`` exists, else grow the trained source.
 
     ``source``: the source run's config, or the start file of a grown source (multi-stage);
-    ``source_dir``: the source run's checkpoint folder (trained to the end, gate 1).
+    ``source_dir``: the source run's checkpoint folder (trained to the end, gate 1); ``device``:
+    where to grow (the run's device; ``"auto"`` is not resolved here). Returns the start on the CPU.
     """
     if Path(start_path).exists():
         return load_start(start_path)
-    small = trained_model(source, source_dir)
+    small = trained_model(source, source_dir, device)
     grown, meta = grow_condition(small, new_d, condition, gate_tokens=gate_tokens, batches=batches,
                                  learn_steps=learn_steps, learn_lr=learn_lr, learn_lr_angle=learn_lr_angle,
                                  seed=seed)

@@ -161,7 +161,8 @@ def load_model(name: str = "embedded", *, device: str = "auto", dtype: torch.dty
         folder, desc = name, f"hub model {name}"
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        # On a GPU the weights load straight onto it, tensor by tensor (no whole float32 copy in host RAM).
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, device_map=dev if dev.type == "cuda" else None)
     except OSError as err:
         raise AnatomyKitError(
             f"could not load model={name!r} ({err.__class__.__name__}: {str(err).splitlines()[0]}); "

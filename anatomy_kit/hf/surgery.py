@@ -185,13 +185,19 @@ def clone_layer(model: nn.Module, source: int, target: int, *, noise_std: float 
 
 @contextmanager
 def requires_grad_only(model: nn.Module, params: Sequence[nn.Parameter]) -> Iterator[None]:
-    """Inside the block only ``params`` require gradients; every flag is restored afterwards."""
-    flags = {p: p.requires_grad for p in model.parameters()}
+    """Inside the block only ``params`` require gradients; every flag is restored afterwards (chapter 3).
+
+    Flags are restored by parameter *name* on the parameters the model holds at the end, so they
+    come back also when the block replaced the parameter objects (FSDP's ``fully_shard`` swaps
+    every parameter for a sharded one).
+    """
+    flags = {n: p.requires_grad for n, p in model.named_parameters()}
     chosen = {id(p) for p in params}
     try:
         for p in model.parameters():
             p.requires_grad_(id(p) in chosen)
         yield
     finally:
-        for p, f in flags.items():
-            p.requires_grad_(f)
+        for n, p in model.named_parameters():
+            if n in flags:
+                p.requires_grad_(flags[n])

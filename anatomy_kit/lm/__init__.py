@@ -3,9 +3,10 @@
 - :mod:`.model` – a Llama-shaped decoder whose FFN width can differ per layer;
 - :mod:`.presets` – its shapes and training recipes by name (``smoke``, ``128M``, ``256M``, ``440M``);
 - :mod:`.train` – ``train(model, train_blocks, eval_blocks, config, trainable=...)``: one
-  deterministic, resumable loop for fresh, grown, cloned or partly frozen models;
+  resumable loop for fresh, grown, cloned or partly frozen models, deterministic on a CPU;
+- :mod:`.step` – one optimiser step: micro-batches to the device, gradient sync once, losses read in batches;
 - :mod:`.loss` – the next-token loss of a model's output and evaluation on token blocks;
-- :mod:`.speed` – one GPU: TF32, fused AdamW, activation checkpointing, FLOP/s and MFU;
+- :mod:`.speed` – one GPU: TF32, bf16 where native, fused AdamW, activation checkpointing, FLOP/s and MFU;
 - :mod:`.distributed` – several processes under ``torchrun``: DDP or FSDP, the same global batch;
 - :mod:`.launch` – a ``torchrun`` script that trains from a JSON spec;
 - :mod:`.checkpoint` – checkpoints in safetensors + JSON (no pickle);

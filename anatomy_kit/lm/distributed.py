@@ -7,12 +7,19 @@ Under ``torchrun`` (``WORLD_SIZE`` > 1 in the environment) ``train`` joins the p
   equal contiguous parts, one per rank, so the *global* batch is the single-process batch and
   the gradient, averaged by DistributedDataParallel, is the single-process gradient up to the
   order of floating-point sums;
-- the model is wrapped in ``DistributedDataParallel`` or, with ``TrainConfig(fsdp=True)``, sharded
-  with ``torch.distributed.fsdp.fully_shard`` (each decoder layer, then the whole model), which
-  keeps only a slice of every weight and optimiser moment on each GPU;
-- the reported loss is the mean over ranks; every rank evaluates the same blocks (same weights,
-  same number); only rank 0 writes checkpoints and shows a progress bar, after gathering the full
-  state for FSDP; every rank resumes from the same checkpoint.
+- the model is wrapped in ``DistributedDataParallel`` (without re-broadcasting buffers every step:
+  every rank computes the same ones) or, with ``TrainConfig(fsdp=True)``, sharded with
+  ``torch.distributed.fsdp.fully_shard`` (each decoder layer that
+  :func:`anatomy_kit.hf.layers.decoder_layers` finds — ``layers``, ``blocks``, a Hugging Face
+  model's ``model.layers`` — then the whole model), which keeps only a slice of every weight and
+  optimiser moment on each GPU. A model that is already sharded (a second ``train`` call on it:
+  chapter 3's phases, an in-process resume) is used as it is;
+- gradients are synchronised once per optimiser step, after the last micro-batch
+  (:func:`gradient_sync`: DDP's ``no_sync``, FSDP's ``set_requires_gradient_sync``);
+- the reported loss is the mean over ranks, reduced for many steps at once
+  (:func:`mean_over_ranks`); every rank evaluates the same blocks (same weights, same number);
+  only rank 0 writes checkpoints and shows a progress bar, after gathering the full state for
+  FSDP; every rank resumes from the same checkpoint.
 
 One process (no ``WORLD_SIZE``, or 1) changes nothing: no process group, no wrapper.
 """
@@ -20,7 +27,9 @@ One process (no ``WORLD_SIZE``, or 1) changes nothing: no process group, no wrap
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
@@ -28,8 +37,8 @@ from torch import nn
 
 from ..validate import AnatomyKitError
 
-__all__ = ["Distributed", "join", "local_rows", "wrap", "mean_over_ranks", "barrier", "full_states",
-           "load_full_states"]
+__all__ = ["Distributed", "join", "local_rows", "wrap", "is_sharded", "gradient_sync", "mean_over_ranks", "barrier",
+           "full_states", "load_full_states", "full_tensor"]
 
 
 @dataclass(frozen=True)
@@ -81,32 +90,74 @@ def local_rows(rows: torch.Tensor, ctx: Distributed) -> torch.Tensor:
     return rows[ctx.rank * k:(ctx.rank + 1) * k]
 
 
+def is_sharded(model: nn.Module) -> bool:
+    """Whether ``fully_shard`` has already been applied to ``model`` (chapter 5)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:                               # pragma: no cover - torch without FSDP2
+        return False
+    return isinstance(model, FSDPModule)
+
+
 def wrap(model: nn.Module, ctx: Distributed, device: torch.device) -> nn.Module:
-    """The module the step runs: ``model`` itself, a DDP wrapper, or ``model`` sharded in place (FSDP)."""
+    """The module the step runs: ``model`` itself, a DDP wrapper, or ``model`` sharded in place (FSDP).
+
+    FSDP shards every decoder layer (:func:`~anatomy_kit.hf.layers.decoder_layers`: the kit's
+    decoders and Hugging Face models alike), then the rest; a model sharded by an earlier call is
+    returned as it is. A model that is sharded while this run asks for DDP is an error.
+    """
     if not ctx.active:
         return model
     if ctx.fsdp:
         from torch.distributed.fsdp import fully_shard
 
-        for layer in getattr(model, "layers", []):
-            fully_shard(layer)
-        fully_shard(model)
+        from ..hf.layers import decoder_layers
+
+        if not is_sharded(model):
+            for layer in decoder_layers(model):
+                fully_shard(layer)
+            fully_shard(model)
         return model
+    if is_sharded(model):
+        raise AnatomyKitError("the model was sharded by an earlier fsdp=True run; train it with fsdp=True again")
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids)
+    return DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
 
 
-def mean_over_ranks(values: list[float], ctx: Distributed) -> list[float]:
-    """Element-wise mean of ``values`` over the ranks (unchanged with one process)."""
-    if not ctx.active:
-        return values
-    t = torch.tensor(values, dtype=torch.float64)
-    if dist.get_backend() == "nccl":
-        t = t.cuda()
-    dist.all_reduce(t)
-    return (t / ctx.world_size).tolist()
+@contextmanager
+def gradient_sync(step_model: nn.Module, model: nn.Module, ctx: Distributed, enabled: bool) -> Iterator[None]:
+    """Inside the block the backward pass synchronises gradients across ranks only if ``enabled`` (chapter 5).
+
+    Gradient accumulation calls it with ``enabled`` false for every micro-batch but the last, so
+    DDP all-reduces (FSDP reduce-scatters) once per optimiser step instead of once per micro-batch.
+    """
+    if not ctx.active or enabled:
+        yield
+        return
+    if is_sharded(model):
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+        return
+    with (step_model.no_sync() if hasattr(step_model, "no_sync") else nullcontext()):
+        yield
+
+
+def mean_over_ranks(values: torch.Tensor, ctx: Distributed) -> list[float]:
+    """Element-wise mean over the ranks of ``values`` (a float64 tensor on the run's device), as floats (chapter 5).
+
+    One all-reduce and one device-to-host copy for however many values (the losses of many
+    steps at once); unchanged with one process.
+    """
+    if ctx.active:
+        values = values.clone()
+        dist.all_reduce(values)
+        values = values / ctx.world_size
+    return values.tolist()
 
 
 def barrier(ctx: Distributed) -> None:
@@ -124,6 +175,13 @@ def _index_form(osd: dict, names: list[str]) -> dict:
 def _name_form(osd: dict, names: list[str]) -> dict:
     groups = [{**g, "params": [names[i] for i in g["params"]]} for g in osd["param_groups"]]
     return {"state": {names[int(i)]: v for i, v in osd["state"].items()}, "param_groups": groups}
+
+
+def full_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor behind ``t`` (an FSDP shard is gathered: every rank must call it); ``t`` otherwise
+    (chapter 5)."""
+    gather = getattr(t, "full_tensor", None)
+    return gather() if callable(gather) else t
 
 
 def full_states(model: nn.Module, opt: torch.optim.Optimizer, ctx: Distributed, names: list[str]

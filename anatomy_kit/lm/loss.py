@@ -18,10 +18,14 @@ __all__ = ["evaluate", "logits_of"]
 @torch.no_grad()
 def evaluate(model: nn.Module, blocks: torch.Tensor, batch_size: int, max_batches: int | None = None,
              device: str = "cpu") -> float:
-    """Mean next-token cross-entropy of ``model`` on ``blocks`` ``(N, T+1)`` (chapter 5)."""
+    """Mean next-token cross-entropy of ``model`` on ``blocks`` ``(N, T+1)`` (chapter 5).
+
+    The batches' summed losses add up in float64 on the device and are read once, at the end
+    (the same float64 sums, in the same order, as reading each batch's).
+    """
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
+    total, count = None, 0
     n_batches = math.ceil(blocks.shape[0] / batch_size)
     if max_batches is not None:
         n_batches = min(n_batches, max_batches)
@@ -29,10 +33,10 @@ def evaluate(model: nn.Module, blocks: torch.Tensor, batch_size: int, max_batche
         chunk = _rows(blocks, torch.arange(b * batch_size, min((b + 1) * batch_size, blocks.shape[0]))).to(device)
         logits = logits_of(model(chunk[:, :-1]))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), chunk[:, 1:].reshape(-1), reduction="sum")
-        total += float(loss)
+        total = loss.double() if total is None else total + loss.double()
         count += chunk[:, 1:].numel()
     model.train(was_training)
-    return total / count
+    return float(total) / count
 
 
 def logits_of(output: Any) -> torch.Tensor:

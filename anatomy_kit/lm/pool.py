@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ..progress import progress_line
 from ..validate import AnatomyKitError, check_int
 from .model import LMConfig, build_lm
 from .shards import Shard, current_shard
@@ -19,7 +20,8 @@ __all__ = ["train_many", "as_job"]
 
 def _train_worker(args: tuple) -> TrainResult:
     build, train_blocks, eval_blocks, config, threads, trainable = args
-    torch.set_num_threads(threads)
+    if torch.device(config.device).type == "cpu":   # a GPU run keeps the process's threads (data, growth, setup)
+        torch.set_num_threads(threads)
     result = train(build(), train_blocks, eval_blocks, config, trainable=trainable)
     result.model = None  # results travel back between processes; the weights stay in the checkpoint
     return result
@@ -58,7 +60,7 @@ def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch
 
     Small models use CPU cores better as several one-thread runs than as one run with several
     threads (each step is too short to amortise the threads' synchronisation). Every worker
-    sets ``torch.set_num_threads(threads_per_process)``; results come back in job order with
+    training on the CPU sets ``torch.set_num_threads(threads_per_process)``; results come back in job order with
     ``model=None`` (use ``checkpoint_dir`` to keep the weights). ``processes=1`` runs in this
     process, handy for debugging (and forced under ``torchrun``, where every rank runs every job
     together). ``verbose`` prints a line as each run finishes. A run's numbers depend only on
@@ -107,5 +109,5 @@ def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch
 def _report(verbose: bool, results: list, k: int, jobs: list, n_work: int) -> None:
     if verbose:
         r = results[k]
-        print(f"[{sum(x is not None for x in results)}/{n_work}] {jobs[k][1].desc}: eval loss {r.final_eval_loss:.4f}, "
-              f"{r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s", flush=True)
+        progress_line(f"[{sum(x is not None for x in results)}/{n_work}] {jobs[k][1].desc}: eval loss "
+                      f"{r.final_eval_loss:.4f}, {r.tokens_per_s:,.0f} tokens/s, {r.wall_s:.1f} s")

@@ -1,4 +1,4 @@
-"""Deterministic, resumable training of any causal LM the kit builds or grows (chapters 3, 5 and 6).
+"""Resumable training of any causal LM the kit builds or grows, deterministic on a CPU (chapters 3, 5 and 6).
 
 :func:`train` takes a *model* — a :class:`~anatomy_kit.lm.model.PerLayerWidthLM`, a grown or
 cloned model, a partly frozen one — its token blocks and a :class:`TrainConfig`:
@@ -10,10 +10,15 @@ cloned model, a partly frozen one — its token blocks and a :class:`TrainConfig
   states, step, data position) and exact resume; a checkpoint is only resumed by the same run
   (same starting weights, settings, trainable set and data shapes);
 - on CPU two runs with the same seed are bit-identical, and a run stopped after any checkpoint
-  and resumed reaches the same final loss;
-- on CUDA: TF32 matmuls, fused AdamW, bf16 autocast (``precision="bf16"``), optional
-  ``torch.compile`` and activation checkpointing (:mod:`.speed`); the result reports tokens/s,
-  achieved FLOP/s and MFU against the device's peak;
+  and resumed reaches the same final loss; on a GPU two runs agree only to rounding (CUDA's
+  atomic additions in ``index_add``/embedding and attention backward sum in a varying order);
+- a checkpoint's identity leaves out what the machine decides (device, precision, how the
+  step's rows are split into micro-batches): a grid trained on GPUs is collected on a CPU, and a
+  run started on a CPU continues on a GPU (``checkpoint.json`` records what each write used);
+- on CUDA: TF32 matmuls, fused AdamW, bf16 autocast (``precision="bf16"``, refused where bf16 is
+  only emulated: :func:`.speed.training_precision`), optional ``torch.compile`` and activation
+  checkpointing (:mod:`.speed`), pinned non-blocking batch copies and no host sync inside a step
+  (:mod:`.step`); the result reports tokens/s, achieved FLOP/s and MFU against the device's peak;
 - under ``torchrun``: DistributedDataParallel (or FSDP) with the same global batch as one process
   (:mod:`.distributed`).
 
@@ -30,18 +35,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..hf.surgery import requires_grad_only
 from ..progress import progress_bar, progress_enabled
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from . import distributed as dist_
-from .batches import batch_indices, check_blocks, rows_of as _rows
+from .batches import batch_indices, check_blocks
 from .loss import evaluate, logits_of
-from .checkpoint import (has_checkpoint, load_checkpoint, load_trained, model_tensors, save_checkpoint,
-                         set_rng_state, state_digest)
-from .speed import activation_checkpointing, device_name, fast_matmuls, flops_per_token, make_optimizer, utilisation
+from .checkpoint import (has_checkpoint, identity_differences, load_checkpoint, load_trained, model_tensors,
+                         save_checkpoint, set_rng_state, state_digest)
+from .speed import (activation_checkpointing, device_name, fast_matmuls, flops_per_token, make_optimizer,
+                    native_bf16, utilisation)
+from .step import FLUSH_EVERY, Progress as _Progress, Session as _Session, flush_losses, optimiser_step
 
 __all__ = ["TrainConfig", "TrainResult", "train", "load_trained", "lr_at", "batch_indices", "evaluate",
            "check_blocks", "logits_of", "select_parameters"]
@@ -65,7 +71,10 @@ class TrainConfig:
     ``compile`` runs the training step's forward through ``torch.compile``;
     ``activation_checkpointing`` recomputes layer activations in the backward pass (same numbers,
     less memory); ``fsdp`` shards the model over the processes of a ``torchrun`` launch instead of
-    replicating it (DistributedDataParallel).
+    replicating it (DistributedDataParallel); ``untimed_steps``: the first steps of a call that
+    tokens/s, FLOP/s and MFU leave out (compilation, allocator and kernel warm-up). Nor do
+    ``precision`` or the split of a step's rows into ``batch_size × grad_accum`` (their product
+    is the identity), which the device decides (:func:`anatomy_kit.book.estimates.choose_micro_batch`).
     """
 
     steps: int
@@ -92,6 +101,7 @@ class TrainConfig:
     compile: bool = False
     activation_checkpointing: bool = False
     fsdp: bool = False
+    untimed_steps: int = 0
 
     def validate(self) -> "TrainConfig":
         check_int("steps", self.steps, minimum=1)
@@ -114,13 +124,15 @@ class TrainConfig:
         check_int("grad_accum", self.grad_accum, minimum=1)
         check_choice("precision", self.precision, ("fp32", "bf16"))
         check_int("data_start", self.data_start, minimum=0)
+        check_int("untimed_steps", self.untimed_steps, minimum=0)
         for flag in ("tf32", "compile", "activation_checkpointing", "fsdp"):
             if not isinstance(getattr(self, flag), bool):
                 raise AnatomyKitError(f"{flag}={getattr(self, flag)!r} must be True or False")
         return self
 
     def fingerprint(self) -> dict:
-        """The settings that must match for a checkpoint to be resumed."""
+        """The run's settings as a checkpoint records them (:func:`.checkpoint.identity_differences`
+        compares them without ``precision`` and with ``batch_size × grad_accum`` as one number)."""
         keys = ("steps", "batch_size", "lr", "warmup", "weight_decay", "seed", "min_lr_ratio", "betas", "grad_clip",
                 "grad_accum", "precision")
         d = asdict(self)
@@ -134,10 +146,11 @@ class TrainResult:
 
     ``loss_curve``: ``(step, train loss)`` per step; ``eval_curve``: ``(step, eval loss)``;
     ``final_eval_loss``: the eval loss after the last step (``nan`` if stopped early);
-    ``tokens_per_s``: training tokens per second of optimiser-step time in this call
-    (evaluation and checkpoint writes excluded; ``nan`` if the call found the run finished in its
-    checkpoint); ``wall_s``: the whole call; ``n_params``: every parameter of the model (tied
-    ones once); ``trainable``: the names of those that received gradients. ``flops_per_s``: the
+    ``tokens_per_s``: training tokens per second of optimiser-step time in this call, after its
+    first ``untimed_steps`` steps (evaluation and checkpoint writes excluded; ``nan`` if the call
+    timed no step, e.g. because it found the run finished in its checkpoint); ``wall_s``: the
+    whole call; ``n_params``: every parameter of the model (tied ones once); ``trainable``: the
+    names of those that received gradients. ``flops_per_s``: the
     model's training FLOPs per second of step time (:func:`.speed.flops_per_token`); ``mfu``: that
     over the dense peak of the devices used (``None`` on a CPU or an unknown GPU); ``device``: the
     device's name; ``world_size``: processes that trained together.
@@ -205,34 +218,6 @@ def select_parameters(model: nn.Module, trainable: Callable[[str], bool] | Itera
     return chosen
 
 
-@dataclass
-class _Progress:
-    """Where a run stands: optimiser steps done, data position, curves so far."""
-
-    step: int = 0
-    position: int = 0
-    loss_curve: list = field(default_factory=list)
-    eval_curve: list = field(default_factory=list)
-    resumed_from: int = 0
-
-
-@dataclass
-class _Session:
-    """What one call of :func:`train` works with: the model (``step_model`` is what the step runs:
-    the model, its DDP wrapper or its compiled form), optimiser, schedule, this process's place."""
-
-    model: nn.Module
-    step_model: nn.Module
-    opt: torch.optim.Optimizer
-    sched: Any
-    params: dict[str, nn.Parameter]
-    names: list[str]                  # optimised parameters in the optimiser's order
-    cfg: TrainConfig
-    device: torch.device
-    ctx: dist_.Distributed
-    identity: dict
-
-
 def _start(model: nn.Module, cfg: TrainConfig, device: torch.device, ctx: dist_.Distributed, trainable,
            identity: dict) -> _Session:
     """Wrap the model for this launch, build optimiser and schedule (after FSDP has sharded the weights)."""
@@ -251,48 +236,14 @@ def _resume(run: _Session) -> _Progress:
     if not has_checkpoint(ckpt_dir):
         return _Progress(position=run.cfg.data_start)
     doc, tensors = load_checkpoint(ckpt_dir)
-    if json_key(doc["identity"]) != json_key(run.identity):
-        raise AnatomyKitError(f"checkpoint in {ckpt_dir} was written by a different run (starting weights, settings, "
-                              "trainable parameters or data shapes differ); use another checkpoint_dir or delete it")
+    differ = identity_differences(doc["identity"], run.identity)
+    if differ:
+        raise AnatomyKitError(f"checkpoint in {ckpt_dir} was written by a different run ({', '.join(differ)} "
+                              "differ); use another checkpoint_dir or delete it")
     dist_.load_full_states(run.model, run.opt, model_tensors(tensors), doc["optimizer_state"], run.ctx, run.names)
     run.sched.load_state_dict(doc["scheduler"])
-    set_rng_state(tensors, doc["rng"])
+    set_rng_state(tensors, doc["rng"], run.device)
     return _Progress(doc["step"], doc["data_position"], doc["loss_curve"], doc["eval_curve"], doc["step"])
-
-
-def json_key(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, sort_keys=True, default=str)
-
-
-def _one_step(run: _Session, train_blocks, prog: _Progress) -> float:
-    """One optimiser step over ``grad_accum`` micro-batches; returns the mean train loss (over ranks too)."""
-    cfg, device = run.cfg, run.device
-    run.opt.zero_grad(set_to_none=True)
-    losses = []
-    n, bs = train_blocks.shape[0], cfg.batch_size
-    for _ in range(cfg.grad_accum):
-        rows = dist_.local_rows(batch_indices(prog.position, bs, n, cfg.seed), run.ctx)
-        batch = _rows(train_blocks, rows).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
-            logits = logits_of(run.step_model(batch[:, :-1]))
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        (loss / cfg.grad_accum if cfg.grad_accum > 1 else loss).backward()
-        losses.append(loss.detach())
-        prog.position += bs
-    loss_value = 0.0
-    for x in losses:                  # read back after every micro-batch was queued: no stall on a GPU
-        loss_value += float(x) / cfg.grad_accum
-    loss_value = dist_.mean_over_ranks([loss_value], run.ctx)[0]
-    if cfg.grad_clip is not None:
-        torch.nn.utils.clip_grad_norm_(list(run.params.values()), cfg.grad_clip, foreach=False)
-    run.opt.step()
-    run.sched.step()
-    prog.step += 1
-    if not math.isfinite(loss_value):
-        raise AnatomyKitError(f"training loss became {loss_value} at step {prog.step}; lower lr={cfg.lr}")
-    return loss_value
 
 
 def train(model: nn.Module, train_blocks: Any, eval_blocks: Any, config: TrainConfig, *,
@@ -314,6 +265,9 @@ def train(model: nn.Module, train_blocks: Any, eval_blocks: Any, config: TrainCo
     train_blocks = check_blocks("train_blocks", train_blocks, vocab, max_len)
     eval_blocks = check_blocks("eval_blocks", eval_blocks, vocab, max_len)
     ctx, device = dist_.join(cfg.device, cfg.fsdp)
+    if cfg.precision == "bf16" and device.type == "cuda" and not native_bf16(device):
+        raise AnatomyKitError(f"precision='bf16' on {device_name(device)}, which only emulates bf16 (compute "
+                              "capability below 8.0); use precision='fp32' (speed.training_precision chooses it)")
     model.to(device)
     chosen = select_parameters(model, trainable)
     identity = {"start": state_digest(model), "train": cfg.fingerprint(), "trainable": list(chosen),
@@ -332,6 +286,14 @@ def train(model: nn.Module, train_blocks: Any, eval_blocks: Any, config: TrainCo
     return _result(run, prog, final, steps_now, step_time, train_blocks.shape[1] - 1, time.perf_counter() - t_call)
 
 
+def _due(cfg: TrainConfig, prog: _Progress, end: int, ckpt_every: int, timed_from: int) -> tuple[bool, bool, bool]:
+    """(evaluate, checkpoint, read the losses) after the step just done."""
+    evaluate_now = bool(cfg.eval_every) and prog.step % cfg.eval_every == 0 and prog.step < cfg.steps
+    save_now = cfg.checkpoint_dir is not None and (prog.step % ckpt_every == 0 or prog.step == end)
+    read_now = evaluate_now or save_now or prog.step % FLUSH_EVERY == 0 or prog.step in (end, timed_from)
+    return evaluate_now, save_now, read_now
+
+
 def _result(run: _Session, prog: _Progress, final: float, steps_now: int, step_time: float, seq_len: int,
             wall_s: float) -> TrainResult:
     cfg = run.cfg
@@ -348,32 +310,41 @@ def _result(run: _Session, prog: _Progress, final: float, steps_now: int, step_t
 
 
 def _train_loop(run: _Session, train_blocks, eval_blocks, prog: _Progress) -> tuple[int, float]:
-    """Steps until ``cfg.steps`` (or ``stop_after``); evaluates and checkpoints on schedule."""
+    """Steps until ``cfg.steps`` (or ``stop_after``); evaluates and checkpoints on schedule.
+
+    Returns (timed steps, their seconds). Step time is measured between host syncs (the loss
+    reads of :func:`.step.flush_losses`), so queued GPU work is counted where it ran, never in an
+    evaluation; the first ``untimed_steps`` steps of the call are left out.
+    """
     cfg = run.cfg
     end = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
     ckpt_every = cfg.checkpoint_every or cfg.eval_every or cfg.steps
+    timed_from = prog.step + cfg.untimed_steps
     bar = None
     if run.ctx.is_main and progress_enabled(cfg.progress) and end > prog.step:
         bar = progress_bar(total=cfg.steps, initial=prog.step, desc=cfg.desc, mininterval=1.0)
-    steps_now, step_time = 0, 0.0
+    timed_steps, step_time = 0, 0.0
     while prog.step < end:
         t0 = time.perf_counter()
-        loss_value = _one_step(run, train_blocks, prog)
-        step_time += time.perf_counter() - t0
-        steps_now += 1
-        prog.loss_curve.append((prog.step, loss_value))
+        optimiser_step(run, train_blocks, prog)
+        evaluate_now, save_now, read_now = _due(cfg, prog, end, ckpt_every, timed_from)
+        if read_now:
+            flush_losses(run, prog)              # waits for the queued steps: they are timed here
+        if prog.step > timed_from:
+            timed_steps += 1
+            step_time += time.perf_counter() - t0
         if bar is not None:
             bar.update(1)
-            if prog.step % 10 == 0:
-                bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
-        if cfg.eval_every and prog.step % cfg.eval_every == 0 and prog.step < cfg.steps:
+            if read_now and prog.loss_curve:
+                bar.set_postfix(loss=f"{prog.loss_curve[-1][1]:.3f}", refresh=False)
+        if evaluate_now:
             prog.eval_curve.append((prog.step, evaluate(run.step_model, eval_blocks, cfg.batch_size, cfg.eval_batches,
                                                         str(run.device))))
-        if cfg.checkpoint_dir is not None and (prog.step % ckpt_every == 0 or prog.step == end):
+        if save_now:
             _save(run, prog)
     if bar is not None:
         bar.close()
-    return steps_now, step_time
+    return timed_steps, step_time
 
 
 def _save(run: _Session, prog: _Progress) -> None:
@@ -382,5 +353,8 @@ def _save(run: _Session, prog: _Progress) -> None:
     if run.ctx.is_main:
         save_checkpoint(run.cfg.checkpoint_dir, model_state=model_state, optimizer_state=opt_state,
                         scheduler=run.sched, identity=run.identity, step=prog.step, data_position=prog.position,
-                        loss_curve=prog.loss_curve, eval_curve=prog.eval_curve)
+                        loss_curve=prog.loss_curve, eval_curve=prog.eval_curve, device=run.device,
+                        written_with={"device": device_name(run.device), "precision": run.cfg.precision,
+                                      "batch_size": run.cfg.batch_size, "grad_accum": run.cfg.grad_accum,
+                                      "world_size": run.ctx.world_size})
     dist_.barrier(run.ctx)
