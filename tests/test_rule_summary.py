@@ -96,6 +96,12 @@ def test_interval_ends_near_the_threshold(low, high, near):
     assert R.IntervalBelow(0.0).decide(iv(low, high) if low != high else low, REF).near_threshold == near
 
 
+def test_a_half_open_interval_is_judged_at_its_finite_end():
+    """[35.8, ∞) against 10⁶ (chapter 1's importance range) is far; its infinite width says nothing."""
+    assert not near_threshold(35.8, float("inf"), [1e6])
+    assert near_threshold(1.02e6, float("inf"), [1e6]) and not near_threshold(-float("inf"), 0.9e6, [1e6])
+
+
 def test_points_near_and_every_interval_rule_marks_it():
     assert near_threshold(104.0, 104.0, [100.0]) and not near_threshold(106.0, 106.0, [100.0])
     assert R.Close(abs_tol=1.0).decide(iv(99.05, 100.5), REF).near_threshold          # 99.05 vs 99

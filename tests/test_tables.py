@@ -132,3 +132,18 @@ def test_a_long_unit_is_named_in_the_details_only():
     assert "most damaging" not in row_html and "<dt>unit</dt><dd>rank of L11 (1 = the most damaging layer)" in details
     short = T.claims_html([dict(row, paper=dict(row["paper"], unit="% PPL"))])
     assert '<span class="ak-unit">% PPL</span>' in short.split("<details>")[0]
+
+
+def test_a_structured_input_shows_as_the_rule_reads_it():
+    """A set judged with the map it was picked from shows its layers, a rank from intervals its rank."""
+    from anatomy_kit.book.claims import Claim
+    from anatomy_kit.book.rules import RankAtMost, SetOverlap
+    from anatomy_kit.stats import Interval
+
+    profile = {l: float(v) for l, v in enumerate([50, 9, 8, 7, 1, 2, 3, 4, 30, 20, 40, 60])}
+    overlap = Claim("p1.critical_core", {"set": [8, 10, 11], "profile": profile}, SetOverlap(null="edge", draws=500))
+    assert overlap.shown == "{8, 10, 11}" and T.claim_row(overlap).ours == "{8, 10, 11}"
+    ivs = {l: Interval(v, v - 1, v + 1, 5, 1.0, 4, 0.95) for l, v in profile.items()}
+    rank = Claim("p1.l11_rank", ivs, RankAtMost(1, item=11))
+    assert T.claim_row(rank).ours == rank.shown and rank.shown.startswith("rank ") and rank.shown.endswith("of 12")
+    assert T.claim_row(rank.to_dict()).ours == rank.shown          # the report's rows read the same field

@@ -52,7 +52,8 @@ class Claim:
     interval}``) holds other readings, shown beside the verdict and never judged; ``evidence``
     (JSON-ready: metric keys, figure names) and ``note`` go into the report. After construction:
     ``verdict``, ``reason``, ``summary`` (one line ≤ 120 characters: the rule's, else the reason
-    shortened), ``near_threshold``, ``interval``, ``null``, ``rule_text``, ``paper``, ``unit``.
+    shortened), ``near_threshold``, ``shown`` (ours as a table shows it, when the rule says), ``interval``,
+    ``null``, ``rule_text``, ``paper``, ``unit``.
     """
     id: str
     ours: Any
@@ -64,6 +65,7 @@ class Claim:
     reason: str = field(init=False)
     summary: str = field(init=False)
     near_threshold: bool = field(init=False)
+    shown: str | None = field(init=False)
     rule_text: str = field(init=False)
     interval: str | None = field(init=False)
     null: str | None = field(init=False)
@@ -86,7 +88,7 @@ class Claim:
             raise AnatomyKitError(f"{type(self.rule).__name__}.decide must return a Decision")
         for name, value in (("verdict", decision.verdict), ("reason", decision.reason),
                             ("summary", decision.summary or shorten(decision.reason)),
-                            ("near_threshold", decision.near_threshold),
+                            ("near_threshold", decision.near_threshold), ("shown", decision.shown),
                             ("rule_text", self.rule.describe(ref)), ("interval", decision.interval),
                             ("null", decision.null), ("paper", ref["value"]), ("unit", ref.get("unit"))):
             object.__setattr__(self, name, value)
@@ -100,7 +102,7 @@ class Claim:
         in full; NumPy scalars converted, inf/NaN → None."""
         return {"id": self.id, "ours": _jsonable(_summary(self.ours)), "ours_data": _jsonable(self.ours),
                 "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
-                "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
+                "shown": self.shown, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
                 "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
                 "secondary": _jsonable(self.secondary_text()), "secondary_data": _jsonable(self.secondary),
                 "evidence": _jsonable(self.evidence), "note": self.note}

@@ -50,6 +50,7 @@ class Decision:
     ``near_threshold``: a number that decides the verdict lies close to a threshold that decides it
     (see :func:`near_threshold`), so another machine (another CPU kernel path: last-digit
     differences in trained losses) may flip the verdict.
+    ``shown``: ours as a table shows it, where the input is a structure.
     """
     verdict: str
     reason: str
@@ -57,6 +58,9 @@ class Decision:
     null: str | None = None
     summary: str | None = None
     near_threshold: bool = False
+    shown: str | None = None
+    """What a table shows as "ours" when the rule's input is a structure (a set with the map it was
+    picked from, intervals per layer): the set, the rank; ``None``: the table formats the input."""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
@@ -112,8 +116,10 @@ def near_threshold(low: float, high: float, thresholds: Any) -> bool:
     for t in thresholds:
         if not math.isfinite(t):
             continue
-        scale = NEAR_FRACTION * (width if width > 0 else max(abs(low), abs(t)))
-        if any(abs(e - t) <= scale for e in ends):
+        # a finite width scales the margin; a point, or a half-open interval (whose width says
+        # nothing about its finite end), is judged as a point at that end
+        if any(abs(e - t) <= NEAR_FRACTION * (width if 0 < width < math.inf else max(abs(e), abs(t)))
+               for e in ends):
             return True
     return False
 

@@ -149,7 +149,8 @@ class RankAtMost:
             verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
         near = near or (verdict != "not reproduced" and p_near_alpha(chance, self.alpha))
         return Decision(verdict, reason, summary=shorten(f"{self._name()}: our {where} of {n}, top {self.k} claimed; "
-                                                         f"chance {format_p(chance)}"), near_threshold=near)
+                                                         f"chance {format_p(chance)}"), near_threshold=near,
+                        shown=f"{where} of {n}")
 
     def _ranks(self, ours: Any) -> tuple[int, int, int, str, bool]:
         """``(best, worst, n, how, near)``; ``near``: a comparison that moves a rank across ``k`` is within 5 %."""

@@ -239,7 +239,8 @@ class SetOverlap:
             verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
         summary = f"shares {len(shared)} of the paper's {len(paper)} layers" + (f" {shared}" if shared else "")
         summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
-        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near)
+        shown = "{" + ", ".join(map(str, sorted(mine))) + "}"
+        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown)
 
     def _split(self, ours: Any) -> tuple[Any, dict | None]:
         """``(the set, the importance map or None)``."""

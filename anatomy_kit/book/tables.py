@@ -224,7 +224,7 @@ def claim_row(claim: Any) -> ClaimRow:
                                                else None)
     unit = ref.get("unit") or ""
     reason = _get(claim, "reason") or ""
-    ours_text = value_text(ours)
+    ours_text = _get(claim, "shown") or value_text(ours)       # the rule's view of a structured input
     # a Δ carries its own unit; a text or a mapping of Δs may already name it; a long unit goes to the details
     ours_unit = "" if own_unit or isinstance(ours, str) or (unit and unit in ours_text) else unit
     if len(unit) > UNIT_CHARS:
