@@ -6,6 +6,8 @@
 Each check builds its own small inputs (a tiny random ``LlamaForCausalLM``, random block NLLs),
 compares the reader's answer with the kit's (:func:`anatomy_kit.hf.surgery.neighbour_mean`,
 :func:`anatomy_kit.anatomy.blockwise.ppl_change_interval`) and says in one sentence what is wrong.
+The interval check names a slip (a normal quantile, an unpaired Welch or pooled two-sample t, no
+exponential) only when that slip reproduces the answer on every one of its random cases.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 
 from ..anatomy.blockwise import ppl_change_interval
 from ..hf.surgery import layer_parameter_names, neighbour_mean
-from .core import check
+from .core import check, generic
 
 __all__ = ["tiny_llama", "check_neighbour_mean", "check_delta_interval", "WRONG_ANSWERS"]
 
@@ -73,28 +75,43 @@ def _interval(base, new, n):
     return iv.low, iv.high
 
 
+#: ``(blocks, mean change in nats/token, its spread across blocks)``: the last case gives the changed model a far
+#: wider spread than the intact one, so that Welch's unpaired degrees of freedom differ from the pooled 2B − 2.
+_INTERVAL_CASES = ((5, 0.05, 0.04), (8, -0.01, 0.04), (3, 0.3, 0.04), (6, 0.8, 0.6))
+
+
+def _interval_inputs():
+    """The check's random blocks: ``[(base, new, n), …]``, summed NLL per block and tokens per block."""
+    rng = np.random.default_rng(7)
+    out = []
+    for n_blocks, shift, spread in _INTERVAL_CASES:
+        n = np.full(n_blocks, 127)
+        base = rng.normal(3.4, 0.3, n_blocks) * n
+        out.append((base, base + rng.normal(shift, spread, n_blocks) * n, n))
+    return out
+
+
+def _same(got, want, rel: float) -> bool:
+    return all(math.isclose(a, b, rel_tol=rel, abs_tol=1e-9) for a, b in zip(got, want))
+
+
 @check()
 def check_delta_interval(fn) -> str | None:
     """``fn(base_nll, new_nll, n_targets)`` (per-block summed NLLs, tokens per block) must return the
     95 % t interval ``(low, high)`` of ΔPPL in percent, paired over blocks."""
-    rng = np.random.default_rng(7)
-    for n_blocks, shift in ((5, 0.05), (8, -0.01), (3, 0.3)):
-        n = np.full(n_blocks, 127)
-        base = rng.normal(3.4, 0.3, n_blocks) * n
-        new = base + rng.normal(shift, 0.04, n_blocks) * n
-        low, high = (float(x) for x in fn(base.copy(), new.copy(), n.copy()))
-        want_low, want_high = _interval(base, new, n)
-        if math.isclose(low, want_low, rel_tol=1e-6, abs_tol=1e-9) and math.isclose(high, want_high, rel_tol=1e-6,
-                                                                                    abs_tol=1e-9):
-            continue
-        for mistake, message in _INTERVAL_MISTAKES:
-            wrong = mistake(base, new, n)
-            if all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-9) for a, b in zip((low, high), wrong)):
-                return message.format(n=n_blocks, df=n_blocks - 1)
-        narrower = "narrower than" if high - low < want_high - want_low else "different from"
-        return (f"for {n_blocks} blocks yours is ({low:.4g}, {high:.4g}) %, {narrower} the kit's ({want_low:.4g}, "
-                f"{want_high:.4g}) %: take d_b = (new_b − base_b)/n_b, its t interval, then 100·(exp(·) − 1)")
-    return None
+    cases = _interval_inputs()
+    yours = [tuple(float(x) for x in fn(base.copy(), new.copy(), n.copy())) for base, new, n in cases]
+    wants = [_interval(*case) for case in cases]
+    if all(_same(y, w, 1e-6) for y, w in zip(yours, wants)):
+        return None
+    for mistake, message in _INTERVAL_MISTAKES:          # a slip is named only if it explains every case
+        if all(_same(y, mistake(*case), 1e-4) for y, case in zip(yours, cases)):
+            return message
+    n, (low, high), (want_low, want_high) = next(
+        (c[2], y, w) for c, y, w in zip(cases, yours, wants) if not _same(y, w, 1e-6))
+    narrower = "narrower than" if high - low < want_high - want_low else "different from"
+    return generic(f"for {len(n)} blocks yours is ({low:.4g}, {high:.4g}) %, {narrower} the kit's ({want_low:.4g}, "
+                   f"{want_high:.4g}) %: take d_b = (new_b − base_b)/n_b, its t interval, then 100·(exp(·) − 1)")
 
 
 # ---------------------------------------------------------------------------- typical mistakes
@@ -136,14 +153,24 @@ def _z_interval(base, new, n):
     return 100 * math.expm1(m - 1.959964 * se), 100 * math.expm1(m + 1.959964 * se)
 
 
-def _unpaired(base, new, n):
-    a, b = base / n, new / n
+def _two_samples(base, new, n, *, welch: bool):
+    """The unpaired interval: intact and changed blocks as two independent samples of per-token NLL."""
     from scipy import stats
 
-    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
-    t = stats.t.ppf(0.975, 2 * len(a) - 2)
+    a, b = base / n, new / n
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if welch else len(a) + len(b) - 2
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)      # equal sizes: the pooled and Welch errors agree
     m = b.mean() - a.mean()
-    return 100 * math.expm1(m - t * se), 100 * math.expm1(m + t * se)
+    return 100 * math.expm1(m - half), 100 * math.expm1(m + half)
+
+
+def _welch(base, new, n):
+    return _two_samples(base, new, n, welch=True)
+
+
+def _pooled(base, new, n):
+    return _two_samples(base, new, n, welch=False)
 
 
 def _no_exp(base, new, n):
@@ -152,23 +179,20 @@ def _no_exp(base, new, n):
     return 100 * lo, 100 * hi
 
 
-def _bootstrap(base, new, n):
-    d = (new - base) / n
-    rng = np.random.default_rng(0)
-    means = d[rng.integers(0, len(d), (2000, len(d)))].mean(axis=1)
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    return 100 * math.expm1(lo), 100 * math.expm1(hi)
-
-
+_FIRST_BLOCKS = _INTERVAL_CASES[0][0]
 _INTERVAL_MISTAKES = [
-    (_z_interval, "with {n} blocks use Student's t quantile with {df} degrees of freedom, not the normal 1.96 "
-                  "(your interval is too narrow)"),
-    (_unpaired, "pair the blocks (one difference per block) instead of comparing the two sets of blocks as "
-                "independent samples"),
+    (_z_interval, f"with {_FIRST_BLOCKS} blocks use Student's t quantile with {_FIRST_BLOCKS - 1} degrees of "
+                  "freedom, not the normal 1.96 (your interval is too narrow)"),
+    (_welch, "your interval is Welch's unpaired t, which treats the intact and the changed blocks as independent "
+             "samples; pair them instead: one difference d_b per block, then its one-sample t interval"),
+    (_pooled, "your interval is Student's two-sample (pooled) t, which treats the intact and the changed blocks as "
+              "independent samples; pair them instead: one difference d_b per block, then its one-sample t interval"),
     (_no_exp, "your interval is in nats per token times 100; map it through 100·(exp(x) − 1) to get percent"),
 ]
 
 WRONG_ANSWERS = {
-    "check_neighbour_mean": [_with_itself, _edge_halved, _no_norms, _in_place],
-    "check_delta_interval": [_z_interval, _unpaired, _no_exp, _bootstrap],
+    "check_neighbour_mean": [(_with_itself, "without layer ℓ itself"), (_edge_halved, "edge layer has one neighbour"),
+                             (_no_norms, "norm gains included"), (_in_place, "changed the model's own weights")],
+    "check_delta_interval": [(_z_interval, "normal 1.96"), (_welch, "Welch's unpaired t"),
+                             (_pooled, "two-sample (pooled) t"), (_no_exp, "100·(exp(x) − 1)")],
 }
