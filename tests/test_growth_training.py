@@ -71,7 +71,7 @@ def test_frozen_layers_do_not_change_during_a_phase_bitwise(blocks, tmp_path):
         prefixes = tuple(f"layers.{l}." for l in ph.layers) + (("embed.", "norm.") if ph.interface else ())
         trains = {k for k in start if k.startswith(prefixes)}   # stated here, not asked of the kit
         frozen = [k for k in start if k not in trains]
-        assert all(torch.equal(start[k], after[k]) for k in frozen), ph.name
+        assert all(torch.equal(start[k], after[k]) for k in frozen), ph.name   # exact: never written
         assert frozen or ph.name == "c"                     # phase c trains everything
         assert all(not torch.equal(start[k], after[k]) for k in trains), f"{ph.name}: a training tensor did not move"
         before = after
@@ -87,9 +87,9 @@ def test_cloned_layer_equals_its_source_plus_the_stated_noise():
         s = src[name]
         scale = float(s.std()) or 1.0
         expected = s + 0.1 * scale * torch.randn(s.shape, generator=g)
-        assert torch.allclose(p.detach(), expected, atol=1e-7), name
+        assert torch.equal(p.detach(), expected), name     # exact: the kit's own ops, in the same order
         assert not torch.equal(p.detach(), s)
-    assert all(torch.equal(model.state_dict()[k], v) for k, v in others.items())
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in others.items())   # exact: untouched
 
 
 def test_anti_layers_are_reinitialised_scaled_and_never_train(blocks, tmp_path):
@@ -115,6 +115,7 @@ def test_resuming_after_a_kill_in_the_middle_of_a_phase_gives_the_same_final_los
     part = C.run_schedule(build_lm(tiny(), 0), sched, *blocks, base(), checkpoint_dir=tmp_path / "cut", stop_after=4)
     assert not part.completed and math.isnan(part.final_eval_loss) and part.phases[-1].name == "b"
     again = C.run_schedule(build_lm(tiny(), 0), sched, *blocks, base(), checkpoint_dir=tmp_path / "cut")
+    # exact: a resume repeats the uninterrupted run's computation in the same order on this machine
     assert again.completed and again.final_eval_loss == whole.final_eval_loss
     assert again.loss_curve == whole.loss_curve and again.eval_curve == whole.eval_curve
     assert all(math.isfinite(ph.step_seconds) for ph in again.phases)   # timing survives the resume
@@ -153,7 +154,7 @@ def test_a_sigkill_in_the_middle_of_a_phase_resumes_to_the_same_final_loss(block
     assert json.loads((tmp_path / "cut" / "1-b" / "checkpoint.json").read_text())["step"] == 2
     again = C.run_schedule(build_lm(tiny(), 0), three_phase(), *blocks, base(checkpoint_every=2),
                            checkpoint_dir=tmp_path / "cut")
-    assert again.phases[1].completed and again.final_eval_loss == whole.final_eval_loss
+    assert again.phases[1].completed and again.final_eval_loss == whole.final_eval_loss   # exact: as above
     assert again.loss_curve == whole.loss_curve
 
 
@@ -229,6 +230,39 @@ def test_shuffled_control_keeps_the_exact_schedule_shape():
     assert P.shuffled_control(s, 3) == P.shuffled_control(s, 3)
 
 
+def test_a_control_that_keeps_layers_moves_only_the_others():
+    imp = [9.0, 1.0, 5.0, -2.0, 7.0, 3.0, 0.5, 8.0, 2.0, 4.0, 6.0, 8.5]   # layers 0 and 11 in the core
+    s = P.schedule_from_importance(imp, 60, lr=1e-3, max_anti=1)
+    assert set(s.phases[0].layers) == {0, 11}
+    moved_any = set()
+    for seed in range(8):
+        c = P.shuffled_control(s, seed, keep=(0, 11))
+        perm = c.meta["permutation"]
+        assert perm[0] == 0 and perm[11] == 11 and c.meta["keep"] == [0, 11]
+        assert c.shape() == s.shape() and c.phases[0].layers == s.phases[0].layers   # the core stays
+        assert all(c.first_step(l) == s.first_step(l) for l in (0, 11))
+        assert [set(ph.layers) for ph in c.phases] != [set(ph.layers) for ph in s.phases]
+        assert all(set(b.layers) == {perm[l] for l in a.layers} for a, b in zip(s.phases, c.phases))
+        moved_any |= {l for l in range(12) if perm[l] != l}
+    assert moved_any <= set(range(1, 11)) and len(moved_any) >= 8    # only interior layers move, and they do
+    full = [P.shuffled_control(s, seed) for seed in range(8)]
+    assert any(c.first_step(0) != 0 for c in full)                    # a full shuffle may train layer 0 late
+    assert s.first_step(0) == 0 and s.first_step(3) is None          # 3 is the anti-layer: never trains
+
+
+@pytest.mark.parametrize("keep, match", [((0, 12), "layer 12"), ((0, 0), "twice"), ((True,), "True"),
+                                         (tuple(range(11)), "leaves 1 of 12")])
+def test_a_control_refuses_bad_keep_lists(keep, match):
+    s = P.schedule_from_importance(np.linspace(1, 0.1, 12), 60, lr=1e-3)
+    with pytest.raises(P.AnatomyKitError, match=match):
+        P.shuffled_control(s, 0, keep=keep)
+
+
+def test_a_control_that_cannot_differ_from_its_schedule_is_refused():
+    with pytest.raises(P.AnatomyKitError, match="would equal the schedule"):
+        P.shuffled_control(P.uniform_schedule(4, 10, 1e-3), 0)
+
+
 def test_schedule_matrix_and_split_steps():
     s = P.GrowthSchedule(4, (P.Phase("a", (1,), 0, 2, 1e-3), P.Phase("b", (2,), 2, 4, 1e-3, ((2, 1),)),
                              P.Phase("c", (0, 1, 2), 4, 6, 1e-3)), 6, anti_layers=(3,))
@@ -236,6 +270,21 @@ def test_schedule_matrix_and_split_steps():
     assert P.split_steps(10, [1, 1, 1]) == [4, 3, 3] and sum(P.split_steps(416, [1] * 6)) == 416
     d = three_phase(anti=(3,)).to_dict()
     assert P.GrowthSchedule.from_dict(d) == three_phase(anti=(3,))
+
+
+def test_draw_schedule_names_every_phase_and_leaves_the_legend_to_the_caller():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = P.schedule_from_importance(np.linspace(1, 0.1, 8), 36, lr=1e-3)
+    fig, ax = plt.subplots()
+    P.draw_schedule(s, ax, legend=False, name_rotation=35)
+    texts = {t.get_text(): t.get_rotation() for t in ax.texts}
+    assert texts == {name: 35.0 for name in P.PHASE_NAMES} and ax.get_legend() is None
+    handles = P.legend_handles()
+    assert [h.get_label() for h in handles] == [P.CELL_STATES[c] for c in sorted(P.CELL_STATES)]
+    plt.close(fig)
 
 
 # ------------------------------------------------------------------ costs
@@ -289,7 +338,7 @@ def test_measure_step_seconds_times_every_set_and_leaves_the_model_alone():
     sets = {"all": [n for n, _ in model.named_parameters()], "one": ["layers.0.mlp.up.weight"]}
     out = cost.measure_step_seconds(model, batch, sets, steps=1, repeats=2)
     assert set(out) == {"all", "one"} and all(len(v) == 2 and min(v) > 0 for v in out.values())
-    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # exact: timed on a copy
 
 
 # ------------------------------------------------------------------ importance sources
@@ -310,4 +359,4 @@ def test_reference_importance_is_the_neighbour_mean_ablation_map():
     got = sources.reference_importance(model, x, batch_size=2)
     want = anatomy.ablation_map(model.eval(), make_batches(x, 2), strategy="neighbour-mean", prefix_cache=False,
                                 progress=False)
-    np.testing.assert_allclose(got.delta_pct, want.delta_pct, rtol=1e-5)
+    np.testing.assert_array_equal(got.delta_pct, want.delta_pct)   # exact: replay = full pass, as in test_ablation

@@ -1,6 +1,6 @@
 """Self-checks of chapter 3 (*Growth Transformer training*).
 
-``check_step_flops``: the reader writes the training FLOPs per token of one step of a stack of ``L``
+``check_step_flops`` (exercise 2): the reader writes the training FLOPs per token of one step of a stack of ``L``
 equal layers in which some layers (and perhaps the interface) train, the rest frozen; the check
 compares it with :func:`anatomy_kit.growth.cost.step_flops` on several stacks.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..growth.cost import StackFlops, step_flops
-from .core import check
+from .core import check, generic
 
 __all__ = ["check_step_flops", "WRONG_ANSWERS"]
 
@@ -41,6 +41,14 @@ def _trainable_forward_only(n_layers, trainable, interface, f, a, w, h):
     return _kit(n_layers, trainable, interface, f, a, w, h) - (n_layers - len(trainable)) * f
 
 
+def _interface_ignored(n_layers, trainable, interface, f, a, w, h):
+    """The embedding below layer 0 is forgotten: frozen layers under the lowest training layer pass nothing."""
+    if not trainable:
+        return _kit(n_layers, trainable, interface, f, a, w, h)
+    lowest = min(trainable)
+    return _kit(n_layers, trainable, interface, f, a, w, h) - sum(a for l in range(lowest) if l not in trainable)
+
+
 def _no_head(n_layers, trainable, interface, f, a, w, h):
     """The LM head is forgotten."""
     head = h + (h if trainable or interface else 0) + (h if interface else 0)
@@ -54,12 +62,17 @@ _DIAGNOSES = [
                            "nothing beneath it wants a gradient"),
     (_trainable_forward_only, "every layer runs forward in every step, the frozen ones too, because the layers "
                               "above need their outputs"),
+    (_interface_ignored, "when the interface trains, the embedding below layer 0 trains, so every frozen layer "
+                         "passes the gradient down to it and pays its activation gradient"),
     (_no_head, "the LM head costs h forward in every step, h more for its activation gradient whenever anything "
                "trains, and h more for its weight gradient when the interface trains"),
 ]
 
 
-@check("check_step_flops")
+@check("check_step_flops", hint="every layer and the head run forward in every step; then ask, layer by layer "
+                               "from the top, which backward parts it pays: a training layer both, a frozen "
+                               "layer only its activation gradient and only if something below it trains "
+                               "(the embedding under layer 0 counts when the interface trains)")
 def check_step_flops(fn: Callable) -> str | None:
     """``fn(n_layers, trainable, interface, f, a, w, h)`` → training FLOPs per token of one step.
 
@@ -74,9 +87,14 @@ def check_step_flops(fn: Callable) -> str | None:
             for wrong, why in _DIAGNOSES:
                 if abs(float(got) - wrong(n, set(trainable), interface, *_COSTS.values())) < 1e-9:
                     return f"For {n} layers with {sorted(trainable)} training (interface {interface}) you get {got:g}: {why}"
-            return (f"for {n} layers with {sorted(trainable)} training (interface {interface}) you get {got:g} "
-                    f"FLOPs per token, the kit {want:g}")
+            return generic(f"for {n} layers with {sorted(trainable)} training (interface {interface}) you get "
+                           f"{got:g} FLOPs per token, the kit {want:g}")
     return None
 
 
-WRONG_ANSWERS = {"check_step_flops": [wrong for wrong, _ in _DIAGNOSES] + [lambda *args: 0.0]}
+#: (wrong answer, words its message must contain): each slip of :data:`_DIAGNOSES` must be named.
+WRONG_ANSWERS = {"check_step_flops": [(_no_pass_through, "still runs the backward pass"),
+                                      (_everything_backward, "needs no backward pass"),
+                                      (_trainable_forward_only, "every layer runs forward"),
+                                      (_interface_ignored, "embedding below layer 0"),
+                                      (_no_head, "LM head")]}

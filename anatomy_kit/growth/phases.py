@@ -19,9 +19,9 @@ built and raises a named :class:`ScheduleError` subclass for each kind of mistak
    from the nearest layer (by depth) that has trained already;
 4. phase 6 (maturation) fine-tunes every layer but the anti-layers.
 
-:func:`shuffled_control` permutes layer identities and keeps the exact shape; :func:`uniform_schedule`
-is the baseline (one phase, every layer). :func:`schedule_matrix` and :func:`draw_schedule` show a
-schedule as a layers × phases picture.
+:func:`shuffled_control` permutes layer identities (all, or all but the layers it is told to keep) and
+keeps the exact shape; :func:`uniform_schedule` is the baseline (one phase, every layer).
+:func:`schedule_matrix` and :func:`draw_schedule` show a schedule as a layers × phases picture.
 """
 
 from __future__ import annotations
@@ -32,46 +32,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..validate import AnatomyKitError, as_vector, check_int, check_positive
+from .schedule_errors import (AntiLayerTrainedError, CloneSourceError, EmptyPhaseError, OverlappingPhasesError,
+                              PhaseGapError, ScheduleError, StepBudgetError, UnknownLayerError)
 
 __all__ = ["PHASE_NAMES", "ScheduleError", "EmptyPhaseError", "UnknownLayerError", "OverlappingPhasesError",
            "PhaseGapError", "StepBudgetError", "AntiLayerTrainedError", "CloneSourceError", "Phase",
            "GrowthSchedule", "uniform_schedule", "schedule_from_importance", "shuffled_control", "split_steps",
-           "nearest_trained", "CELL_STATES", "schedule_matrix", "draw_schedule"]
+           "nearest_trained", "CELL_STATES", "CELL_COLOURS", "schedule_matrix", "legend_handles",
+           "draw_schedule"]
 
 #: The six phases, named after embryonic development (the digest of paper 1); what each does is our rule.
 PHASE_NAMES = ("gastrulation", "neurulation", "organogenesis", "growth", "connective", "maturation")
-
-
-class ScheduleError(AnatomyKitError):
-    """A growth schedule that cannot be run (the subclass names the kind of mistake)."""
-
-
-class EmptyPhaseError(ScheduleError):
-    """A phase with no steps or no training layer, or a schedule with no phase."""
-
-
-class UnknownLayerError(ScheduleError):
-    """A layer index outside ``0 … n_layers − 1`` (or listed twice)."""
-
-
-class OverlappingPhasesError(ScheduleError):
-    """A phase starts before the previous one has stopped."""
-
-
-class PhaseGapError(ScheduleError):
-    """Steps that belong to no phase (the first phase does not start at 0, or a gap between phases)."""
-
-
-class StepBudgetError(ScheduleError):
-    """The phases' steps do not add up to the schedule's budget."""
-
-
-class AntiLayerTrainedError(ScheduleError):
-    """An anti-layer appears among a phase's training layers."""
-
-
-class CloneSourceError(ScheduleError):
-    """An entering layer that does not train in its phase, enters twice, or clones an untrained layer."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +131,10 @@ class GrowthSchedule:
     def layer_steps(self) -> int:
         """Trainable-layer-steps: Σ over phases of steps × number of training layers."""
         return sum(ph.steps * len(ph.layers) for ph in self.phases)
+
+    def first_step(self, layer: int) -> int | None:
+        """The global step at which ``layer`` first trains, or ``None`` if it never does (chapter 3)."""
+        return next((ph.start for ph in self.phases if layer in ph.layers), None)
 
     def shape(self) -> list[tuple]:
         """What :func:`shuffled_control` keeps: per phase (name, start, stop, lr, #layers, #entering, interface)."""
@@ -320,27 +295,44 @@ def _permuted(schedule: GrowthSchedule, perm: np.ndarray, label: str) -> GrowthS
                    label=label, meta=meta)
 
 
-def shuffled_control(schedule: GrowthSchedule, seed: int, *, label: str = "random control") -> GrowthSchedule:
-    """The same schedule shape with layer identities permuted at random (chapter 3's control).
+def shuffled_control(schedule: GrowthSchedule, seed: int, *, keep: Sequence[int] = (),
+                     label: str = "random control") -> GrowthSchedule:
+    """The same schedule shape with layer identities permuted at random (chapter 3's controls).
 
     A permutation π of the layers (seeded) maps every phase's layers, its entering layers and the
-    anti-layers; steps, learning rates, group sizes and the interface are kept. Entering layers are
-    cloned from their nearest trained layer again (by depth, in the permuted schedule). A draw
-    that reproduces the original layer sets is redrawn (up to 100 times).
+    anti-layers; steps, learning rates, group sizes and the interface are kept. ``keep`` lists layers
+    that π leaves in place (its fixed points): they train exactly when the schedule trains them, and
+    only the other layers are shuffled among themselves. Chapter 3 keeps the two layers next to the
+    interface, 0 (above the embedding) and L − 1 (below the tied head), so that a schedule that
+    trains layer 0 from the first step is compared with a control that does too. Entering layers are
+    cloned from their nearest trained layer again (by depth, in the permuted schedule). A draw that
+    reproduces the original layer sets is redrawn (up to 100 times); if every draw does (fewer than
+    two layers free to move, or a schedule whose sets no permutation of them changes), a
+    :class:`~anatomy_kit.validate.AnatomyKitError` says so.
     """
     rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    n = schedule.n_layers
+    keep = (keep,) if isinstance(keep, (int, np.integer)) else tuple(keep)
+    _check_layers("keep", keep, n)
+    keep = [int(l) for l in keep]
+    free = [l for l in range(n) if l not in set(keep)]
+    if len(free) < 2:
+        raise AnatomyKitError(f"keep={keep} leaves {len(free)} of {n} layers to shuffle; a control needs at least 2")
     original = [set(ph.layers) for ph in schedule.phases]
     for _ in range(100):
-        perm = rng.permutation(schedule.n_layers)
+        perm = np.arange(n)
+        perm[free] = rng.permutation(free)
         out = _permuted(schedule, perm, label)
         if [set(ph.layers) for ph in out.phases] != original:
-            return out
-    return out
+            return replace(out, meta=dict(out.meta, keep=sorted(keep)))
+    raise AnatomyKitError(f"no permutation of layers {free} changes the phases of {schedule.label!r} in 100 draws: "
+                          "its phases treat those layers alike, so a shuffled control would equal the schedule")
 
 
-#: Codes of :func:`schedule_matrix`, with their legend text.
+#: Codes of :func:`schedule_matrix`, with their legend text and colour.
 CELL_STATES = {0: "frozen at its initial weights", 1: "frozen (trained before)", 2: "enters (cloned + noise), trains",
                3: "trains", 4: "anti-layer: re-initialised × α, frozen"}
+CELL_COLOURS = {0: "#f0f0f0", 1: "#bdbdbd", 2: "#fdae61", 3: "#2c7bb6", 4: "#d7191c"}
 
 
 def schedule_matrix(schedule: GrowthSchedule) -> np.ndarray:
@@ -356,28 +348,39 @@ def schedule_matrix(schedule: GrowthSchedule) -> np.ndarray:
     return m
 
 
-def draw_schedule(schedule: GrowthSchedule, ax=None, *, title: str | None = None, legend: bool = True):
-    """Draw the schedule: steps on x (phases as columns), layers on y, cells coloured by state."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+def legend_handles() -> list:
+    """One coloured patch per cell state of :func:`draw_schedule`, for a legend of one's own (chapter 3)."""
     from matplotlib.patches import Patch
 
+    return [Patch(color=CELL_COLOURS[c], label=CELL_STATES[c]) for c in sorted(CELL_STATES)]
+
+
+def draw_schedule(schedule: GrowthSchedule, ax=None, *, title: str | None = None, legend: bool = True,
+                  name_rotation: float | None = None):
+    """Draw the schedule: steps on x (phases as columns), layers on y, cells coloured by state (chapter 3).
+
+    Phase names sit above their columns, turned by ``name_rotation`` degrees (default: 30 with more
+    than three phases, else 0); ``legend=False`` leaves the legend to the caller (:func:`legend_handles`).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
     ax = ax or plt.subplots(figsize=(8, 4))[1]
-    colours = ["#f0f0f0", "#bdbdbd", "#fdae61", "#2c7bb6", "#d7191c"]
     edges = [ph.start for ph in schedule.phases] + [schedule.budget_steps]
     ax.pcolormesh(edges, np.arange(schedule.n_layers + 1) - 0.5, schedule_matrix(schedule),
-                  cmap=ListedColormap(colours), vmin=-0.5, vmax=4.5, edgecolors="white", linewidth=0.5)
+                  cmap=ListedColormap([CELL_COLOURS[c] for c in sorted(CELL_COLOURS)]), vmin=-0.5, vmax=4.5,
+                  edgecolors="white", linewidth=0.5)
+    rotation = (30 if schedule.n_phases > 3 else 0) if name_rotation is None else name_rotation
     for ph in schedule.phases:
-        ax.text((ph.start + ph.stop) / 2, schedule.n_layers - 0.3, ph.name, ha="center", va="bottom", fontsize=7,
-                rotation=30 if schedule.n_phases > 3 else 0)
+        ax.text((ph.start + ph.stop) / 2, schedule.n_layers - 0.3, ph.name, ha="center", va="bottom", fontsize=9,
+                rotation=rotation)
     ax.set_xticks(edges)
     ax.set_yticks(range(schedule.n_layers))
     ax.set_xlabel("optimiser step (phase boundaries)")
     ax.set_ylabel("decoder layer")
-    ax.set_ylim(-0.5, schedule.n_layers + 1.2)
+    ax.set_ylim(-0.5, schedule.n_layers + (1.2 if rotation else 0.7))
     if legend:
-        ax.legend(handles=[Patch(color=colours[c], label=CELL_STATES[c]) for c in sorted(CELL_STATES)],
-                  fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(handles=legend_handles(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title, fontsize=9)
     return ax
