@@ -22,9 +22,10 @@ import numpy as np
 from scipy import stats as _sps
 
 from .validate import AnatomyKitError, check_choice, check_int
+from .overlap import overlap_chance  # the chance of a set overlap (here for one import path)
 
 __all__ = ["Interval", "TInterval", "paired_t_interval", "SignFlipResult", "sign_flip_test", "SignFlipInterval", "signed",
-           "sign_flip_interval", "PairedComparison", "paired_difference", "SpearmanResult", "spearman", "format_spearman",
+           "sign_flip_interval", "PairedComparison", "paired_difference", "overlap_chance", "SpearmanResult", "spearman", "format_spearman",
            "format_p", "PermutationNull", "permutation_null"]
 
 ALTERNATIVES = ("two-sided", "less", "greater")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -10,6 +11,38 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
+
+# Float tolerances derived from the computation compared (tests must hold on every CPU kernel path:
+# ATEN_CPU_CAPABILITY=default, avx2, avx512 sum in different orders). u is float32's unit roundoff:
+# one rounding changes a value by at most u relative.
+F32_U = 2.0 ** -24
+
+
+def f32_sum_rtol(n_terms: int, sides: int = 2) -> float:
+    """Relative gap allowed between float32 sums of the same ``n_terms`` non-negative terms in different orders.
+
+    A float32 sum of n terms, in any order, is within (n − 1)·u of the exact sum, relative (Higham,
+    *Accuracy and Stability of Numerical Algorithms*, §4.2); ``sides`` float32 sums (2: two float32
+    sides; 1: one side summed in float64) differ by at most ``sides · n · u``.
+    """
+    return sides * n_terms * F32_U
+
+
+def f32_forward_rtol(n_layers: int, width: int) -> float:
+    """Relative gap of order L·d·u between float32 forward passes of an L-layer, width-d model on two code paths.
+
+    Each layer's matmuls are d-term float32 dot products (≤ d·u relative each, summed in a
+    kernel-dependent order) and the residual stream carries every layer's rounding to the end.
+    """
+    return n_layers * width * F32_U
+
+
+def ppl_rtol(nll_rtol: float, ppl: float) -> float:
+    """Relative gap of two perplexities exp(S/n) whose summed NLLs S differ by ``nll_rtol``, relative.
+
+    δ(log PPL) = δS/n = nll_rtol · S/n = nll_rtol · log PPL, and for small gaps δPPL/PPL = δ(log PPL).
+    """
+    return nll_rtol * math.log(ppl)
 
 
 def tiny_llama(n_layers: int = 6, seed: int = 0, vocab: int = 512):

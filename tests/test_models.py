@@ -17,13 +17,13 @@ def test_local_folder_loads_the_saved_weights_exactly(saved_tiny_model, tokenize
     original = tiny_llama()                                 # what saved_tiny_model holds
     plain = AutoModelForCausalLM.from_pretrained(saved_tiny_model).eval()
     ours = loaded.model.state_dict()
-    for name, value in original.state_dict().items():
+    for name, value in original.state_dict().items():     # exact: the saved float32 bytes, read back
         assert torch.equal(ours[name], value), name
         assert torch.equal(plain.state_dict()[name], value), name
     ids = torch.tensor([tokenizer("The assert statement is a convenient way")["input_ids"]])
     with torch.no_grad():
         a, b = loaded.model(ids).logits, original(ids).logits
-    assert torch.equal(a, b)
+    assert torch.equal(a, b)        # exact: the same weights, code and input on one machine
     assert loaded.tokenizer.pad_token is not None
     assert not loaded.model.training
 
@@ -77,4 +77,4 @@ def test_embedded_weights_equal_the_gguf_dequantised_directly(tensor, layer, pat
     module = loaded.model.model.layers[layer]
     for part in path.split("."):
         module = getattr(module, part)
-    assert torch.equal(module.weight.detach(), expected.reshape(module.weight.shape))
+    assert torch.equal(module.weight.detach(), expected.reshape(module.weight.shape))   # same dequantisation

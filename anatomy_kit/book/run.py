@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..environment import run_environment
 from ..jsonio import write_json
 from ..validate import AnatomyKitError, check_choice, check_int
 from .store import Store
@@ -66,16 +66,14 @@ class Run:
         return p
 
     def save_metrics(self, metrics: dict[str, Any], claims: list) -> Path:
-        """Write ``metrics/<chapter>.json``: run, numbers, claims, wall time, environment."""
-        import torch
-
+        """Write ``metrics/<chapter>.json``: run, numbers, claims, wall time, environment (the kernel
+        path, threads and versions that decide whether another run agrees bit for bit)."""
         out = self.path("metrics", f"{self.chapter}.json")
         doc = {
             "chapter": self.chapter,
             "run": {k: v for k, v in asdict(self).items() if k not in ("build_dir", "started")},
             "seconds": round(time.time() - self.started, 1),
-            "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                            "cuda": torch.cuda.is_available()},
+            "environment": run_environment(),
             "metrics": metrics,
             "claims": [_claim_dict(c) for c in claims],
         }
