@@ -13,6 +13,8 @@ Every public function names, in its docstring, the chapter that introduces it. S
   diagnostics, the profiles file (paper 2; chapter 4);
 - :mod:`anatomy_kit.allocation` – FFN width allocation: the exact solver, rounding, schedules
   (paper 2, TLM; chapter 5);
+- :mod:`anatomy_kit.card` – the layer report card of any causal LM: signals, agreement, measured
+  pruning, widths, HTML/Markdown/JSON (``python -m anatomy_kit card``; the page *Your model's report card*);
 - :mod:`anatomy_kit.lm` – the kit's own decoder, ``train(model, …)``, checkpoints, process pool
   (chapters 3, 5, 6);
 - :mod:`anatomy_kit.stats` – paired differences, intervals, rank correlations with exact p-values;
@@ -21,7 +23,8 @@ Every public function names, in its docstring, the chapter that introduces it. S
 
 Top-level helpers: :mod:`anatomy_kit.validate` (named errors), :mod:`anatomy_kit.manifest`
 (``data_manifest/``), :mod:`anatomy_kit.jsonio` (the one JSON reader and atomic writer),
-:mod:`anatomy_kit.checksums` (the one file sha256).
+:mod:`anatomy_kit.checksums` (the one file sha256), :mod:`anatomy_kit.environment` (the kernel path,
+threads and versions every metrics file records).
 """
 
 import warnings

@@ -29,6 +29,7 @@ Face's full-logits head (the blocked online softmax keeps each logits block in c
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -115,8 +116,12 @@ def main() -> None:
             if name == "hf-plain":
                 no_base.append((times[name][-1] - base["baseline"][0], cpu[name][-1] - base["baseline"][1]))
         loads.append(os.getloadavg()[0])
-    np.testing.assert_allclose(ppl["cached"], ppl["naive"], rtol=1e-6)
-    np.testing.assert_allclose(ppl["cached"], ppl["hf-plain"], rtol=1e-5)
+    np.testing.assert_allclose(ppl["cached"], ppl["naive"], rtol=1e-6)   # the same computation (bit for bit in fact)
+    # Hugging Face's loss: float32 sums of a batch's n token NLLs in two orders (≤ 2n·u), logits of d-term dot
+    # products in other matmul shapes (≤ d·u); a relative gap r in the summed NLL is r·log PPL in the PPL
+    n, d = max(b.n_targets for b in batches), model.config.hidden_size
+    rtol = (2 * n + d) * 2.0 ** -24 * math.log(float(ppl["cached"].max()))
+    np.testing.assert_allclose(ppl["cached"], ppl["hf-plain"], rtol=rtol)
     ratio_hf = [c / h for c, h in zip(times["cached"], times["hf-plain"])]
     ratio_naive = [c / n for c, n in zip(times["cached"], times["naive"])]
     med = {k: statistics.median(v) for k, v in times.items()}

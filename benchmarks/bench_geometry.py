@@ -100,7 +100,7 @@ def main() -> int:
             row[s] = timed(G.work_profiles, cs, statistics=[s], progress=False)[1]
         wp, row["all"], row["cpu"] = timed(G.work_profiles, cs, progress=False)
         wp2, row["par"], _ = timed(G.work_profiles, cs, n_jobs=args.jobs, progress=False)
-        assert np.array_equal(wp.values, wp2.values)
+        assert np.array_equal(wp.values, wp2.values)      # exact: the same float64 code per layer, in workers
         result[n] = row
         print(f"{n:>5} {row['shift']:>8.2f} {row['gw']:>8.2f} {row['topology']:>9.2f} | "
               f"{row['all']:>15.2f} {row['cpu']:>7.2f} | {row['par']:>16.2f}")

@@ -100,7 +100,8 @@ def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Pa
     import standins
     from test_full_path import FULL_PATH
 
-    from anatomy_kit.book.runner import chapter_manifest, execute_chapter
+    from anatomy_kit.book.chapters import chapter_manifest
+    from anatomy_kit.book.runner import execute_chapter
 
     unknown = sorted(set(names) - set(FULL_PATH))
     if unknown:

@@ -39,13 +39,18 @@ FULL_PATH = {
         "n_tokens": 64, "n_blocks": 2, "block_size": 32, "batch_size": 2, "sensitivity_blocks": 1,
         "n_draws": 1, "n_jobs": 2},
     "ch05_width_solver": {                     # "debug": the full presets' recipe (GPT-2 tokenizer, bf16)
-        "preset": "debug", "n_seeds": 2, "steps": 6, "n_documents": 100, "profile_tokens": 64},
+        "preset": "debug", "n_seeds": 2, "n_key_seeds": 2, "steps": 6, "n_documents": 100,
+        "profile_tokens": 64},
     "ch06_width_growth": {                     # full: GPT-2 tokenizer, openwebtext, every arm, SmolLM2 sweep
         "n_layers": 2, "d_small": 32, "d_large": 48, "head_dim": 16, "block_size": 32, "batch_size": 2,
         "grad_accum": 2, "steps_small": 6, "steps_grown": 4, "gate_tokens": 256, "warmup_steps": 1,
-        "learn_steps": 2, "eval_every": 2, "eval_batches": 1, "n_seeds": 2, "ms_widths": [16, 32, 48],
+        "learn_steps": 2, "eval_every": 2, "eval_batches": 1, "n_seeds": 2, "n_key_seeds": 2,
+        "ms_widths": [16, 32, 48],
         "ms_total_steps": 6, "n_train": 64, "n_eval": 8, "n_documents": 100, "llm_hidden": 96,
         "llm_blocks": 2, "llm_block_size": 32},
+    "card_report": {                           # full: SmolLM2-135M base, fineweb-edu, 16,384 tokens, K = 7
+        "tokens": 128, "block_size": 32, "batch_size": 2, "calibration_tokens": 64, "max_prune": 2,
+        "n_random": 3, "geometry_tokens": 24},
 }
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM",
@@ -99,9 +104,11 @@ def test_the_manifest_and_the_stand_ins_name_the_same_hub_corpora():
     assert hub == standins.CORPORA
 
 
+@pytest.mark.whole_run
 @pytest.mark.parametrize("chapter", sorted(FULL_PATH))
 def test_chapter_runs_its_full_path_on_stand_ins(chapter, standin_env, tmp_path):
-    from anatomy_kit.book.runner import chapter_manifest, execute_chapter
+    from anatomy_kit.book.chapters import chapter_manifest
+    from anatomy_kit.book.runner import execute_chapter
 
     entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
     start = time.time()

@@ -27,6 +27,25 @@ def test_front_loading_null_exact_known_answer():
     assert back.observed == pytest.approx(2 / 15) and back.p == pytest.approx(1.0)
 
 
+def test_front_loading_null_with_edges_fixed_shuffles_only_the_inner_layers():
+    # 6 layers, front = first 2, a heavy first layer and an inner layer of weight 3. With the edges
+    # fixed the 4! = 24 inner orders put the weight-3 layer at place 1 in 6 of them: only those are
+    # as front-loaded as the observed order; the heavy layer 0 is in front in every one.
+    p = np.array([10.0, 3, 1, 1, 1, 1])
+    r = G.front_loading_null(p, 1 / 3, keep_edges=True)
+    assert r.method == "exact" and r.n_perm == 24
+    assert r.observed == pytest.approx(13 / 17) and r.p == pytest.approx(6 / 24)
+    assert r.null_mean == pytest.approx((10 + 6 / 4) / 17)      # layer 0, and a quarter of the inner sum
+    # an edge layer alone in front is what every edge-fixed order gives: the null's value, p = 1
+    edge = G.front_loading_null(np.array([10.0, 1, 1, 1, 1, 1]), 1 / 3, keep_edges=True)
+    assert edge.p == pytest.approx(1.0) and edge.observed == pytest.approx(edge.null_mean)
+    assert BeyondNull("greater").decide(edge, {}).verdict == "not established"
+    with pytest.raises(AnatomyKitError, match="at least 4 layers"):
+        G.front_loading_null(np.ones(3), keep_edges=True)
+    with pytest.raises(AnatomyKitError, match="keep_edges"):
+        G.front_loading_null(np.ones(6), keep_edges="yes")
+
+
 def test_front_loading_null_pools_profiles_with_one_shuffle():
     a = np.array([4.0, 3, 2, 1, 1, 1, 1, 1, 1])
     b = np.array([1.0, 1, 1, 1, 1, 1, 1, 1, 10])
@@ -148,3 +167,33 @@ def test_model_evidence_needs_the_sensitivity_and_norm():
     b.sensitivity = None
     with pytest.raises(AnatomyKitError, match="sensitivity"):
         G.model_evidence("synthetic", b)
+
+
+def test_composite_profile_weighs_each_profile_equally_whatever_its_units():
+    a, b = np.array([1.0, 1, 2]), np.array([300.0, 0, 0])     # b in units 100× larger
+    q = G.composite_profile({"a": a, "b": b})
+    assert q == pytest.approx([(0.25 + 1) / 2, 0.25 / 2, 0.5 / 2]) and q.sum() == pytest.approx(1.0)
+    assert G.composite_profile(a) == pytest.approx(a / a.sum())
+    with pytest.raises(AnatomyKitError, match="not all zero"):
+        G.composite_profile({"a": a, "zero": np.zeros(3)})
+
+
+def test_each_claim_is_decided_by_the_composite_of_the_profiles_it_names():
+    b = synthetic_bundle()
+    e = G.model_evidence("synthetic", b, n_perm=2000)
+    P, lam, norm = b.profiles, b.sensitivity, np.asarray(b.meta["residual_norm"])
+    raw = G.composite_profile(np.column_stack([P.profile(s, "raw") for s in ("shift", "gw", "topology")]))
+    assert e.raw_norm.rho == pytest.approx(sps.spearmanr(raw, norm)[0])
+    assert e.raw_growth is None                        # the bundle saved no norm increment
+    gw = G.composite_profile(np.column_stack([P.profile("gw", g) for g in G.GEOMETRIES]))
+    top = G.composite_profile(np.column_stack([P.profile("topology", g) for g in G.GEOMETRIES]))
+    assert e.gw_sensitivity.rho == pytest.approx(sps.spearmanr(gw, lam)[0])
+    assert e.topology_sensitivity.rho == pytest.approx(sps.spearmanr(top, lam)[0])
+    assert e.gw_vs_topology.observed == pytest.approx(e.gw_sensitivity.rho - e.topology_sensitivity.rho)
+    assert e.gw_vs_topology.p < 0.05                  # GW follows λ exactly, topology a rolled copy
+    assert e.front.observed == pytest.approx(G.front_loading(G.composite_profile(
+        np.column_stack([P.profile(s, g) for s in ("shift", "gw", "topology") for g in G.SCALE_FREE]))))
+    # a bundle without a profile a claim names is refused, naming it
+    wp = G.WorkProfiles(P.layers, ("shift", "gw"), P.geometries, P.values[:, :2], P.n_tokens)
+    with pytest.raises(AnatomyKitError, match="topology/raw"):
+        G.model_evidence("partial", G.ProfileBundle(wp, b.meta, sensitivity=lam))

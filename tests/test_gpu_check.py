@@ -24,6 +24,7 @@ def gpu_check():
     return module
 
 
+@pytest.mark.whole_run
 def test_gpu_check_runs_at_toy_sizes_and_prints_one_json(tmp_path):
     out = tmp_path / "check.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -8,7 +8,8 @@ import jupytext
 import pytest
 import yaml
 
-from anatomy_kit.book.runner import chapter_manifest, declared_parameters, to_notebook
+from anatomy_kit.book.chapters import chapter_manifest
+from anatomy_kit.book.runner import declared_parameters, to_notebook
 
 from conftest import ROOT
 

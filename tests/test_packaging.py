@@ -53,6 +53,7 @@ def _pip_quietly(*args: str) -> subprocess.CompletedProcess:
     return out
 
 
+@pytest.mark.whole_run
 def test_editable_install_prints_no_build_backend_warning(tmp_path):
     """The README's (and conda's) ``pip install -e .`` into a scratch venv, without dependencies."""
     venv = tmp_path / "venv"
@@ -96,6 +97,7 @@ def test_subpackages_say_what_they_hold():
         assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what it holds"
 
 
+@pytest.mark.whole_run
 def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     """Build the wheel, install it into a scratch venv, and from elsewhere load the manifest and run the CLI."""
     dist = tmp_path / "dist"
@@ -104,6 +106,8 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
         assert "License-Expression: Apache-2.0" in meta and any(n.endswith("licenses/LICENSE") for n in z.namelist())
+        missing = [p for p in sorted(_subpackages()) if f"{p.replace('.', '/')}/__init__.py" not in z.namelist()]
+        assert not missing, f"the wheel lacks the subpackages {missing}"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"

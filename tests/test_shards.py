@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from anatomy_kit.book import cli
-from anatomy_kit.book.runner import chapter_manifest, execute_chapter
+from anatomy_kit.book.chapters import chapter_manifest
+from anatomy_kit.book.runner import execute_chapter
 from anatomy_kit.lm import LMConfig, TrainConfig, train_many
 from anatomy_kit.lm.shards import SHARD_ENV, Shard, current_shard, parse_shard
 from anatomy_kit.validate import AnatomyKitError

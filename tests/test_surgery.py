@@ -17,7 +17,7 @@ def _snapshot(model):
 
 
 def _same(model, snap):
-    return all(torch.equal(v, snap[k]) for k, v in model.state_dict().items())
+    return all(torch.equal(v, snap[k]) for k, v in model.state_dict().items())   # exact: put back, not recomputed
 
 
 def test_swapped_restores_bit_for_bit_even_after_training_inside():
@@ -52,14 +52,15 @@ def test_neighbour_mean_is_the_average_and_edges_copy_their_neighbour():
     for rel, full in surgery.layer_parameter_names(model, 2).items():
         a = dict(L[1].named_parameters())[rel]
         b = dict(L[3].named_parameters())[rel]
-        torch.testing.assert_close(mean[full], (a + b) / 2, rtol=0, atol=0)
+        torch.testing.assert_close(mean[full], (a + b) / 2, rtol=0, atol=0)      # exact: the same (a + b) / 2
     edge = surgery.neighbour_mean(model, 0)
     for rel, full in surgery.layer_parameter_names(model, 0).items():
-        assert torch.equal(edge[full], dict(L[1].named_parameters())[rel])
+        assert torch.equal(edge[full], dict(L[1].named_parameters())[rel])      # exact: a copy
     assert surgery.neighbour_indices(5, 0, "previous") == [1] and surgery.neighbour_indices(5, 4, "next") == [3]
     assert surgery.neighbour_indices(5, 2, "previous") == [1] and surgery.neighbour_indices(5, 2, "mean") == [1, 3]
-    torch.testing.assert_close(surgery.neighbour_weight(model, 2, "q", "mean"),
-                               (layer_module(model, 1, "q").weight + layer_module(model, 3, "q").weight) / 2)
+    torch.testing.assert_close(surgery.neighbour_weight(model, 2, "q", "mean"),      # exact: the same sum / 2
+                               (layer_module(model, 1, "q").weight + layer_module(model, 3, "q").weight) / 2,
+                               rtol=0, atol=0)
     with pytest.raises(AnatomyKitError, match="neighbour='left'"):
         surgery.neighbour_indices(5, 2, "left")
 
@@ -70,7 +71,7 @@ def test_cloned_layer_is_its_source_plus_the_stated_noise():
     src = surgery.layer_parameter_names(model, 1)
     params = dict(model.named_parameters())
     for rel, full in surgery.layer_parameter_names(model, 3).items():
-        assert torch.equal(exact[full], params[src[rel]])
+        assert torch.equal(exact[full], params[src[rel]])         # exact: no noise, a copy
     noisy = surgery.cloned_layer(model, 1, 3, noise_std=0.1, seed=5)
     again = surgery.cloned_layer(model, 1, 3, noise_std=0.1, seed=5)
     w = surgery.layer_parameter_names(model, 3)["mlp.up_proj.weight"]
@@ -79,7 +80,7 @@ def test_cloned_layer_is_its_source_plus_the_stated_noise():
     assert abs(float(eps.mean())) < 0.05 and abs(float(eps.std()) - 1) < 0.05      # N(0, (0.1·std)²)
     assert all(torch.equal(noisy[k], again[k]) for k in noisy)                        # seeded
     surgery.clone_layer(model, 1, 3, noise_std=0.1, seed=5)
-    assert torch.equal(dict(model.named_parameters())[w], noisy[w])
+    assert torch.equal(dict(model.named_parameters())[w], noisy[w])       # exact: the same values, written
     with pytest.raises(AnatomyKitError, match="target=7"):
         surgery.cloned_layer(model, 1, 7)
 

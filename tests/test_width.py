@@ -335,7 +335,7 @@ def test_uniform_and_errors():
 
 
 def test_exponents_from_intrinsic_dimension():
-    np.testing.assert_allclose(exponents_from_intrinsic_dimension([2.0, 4.0, 10.0], kappa=2.0), [1.0, 0.5, 0.2])
+    np.testing.assert_allclose(exponents_from_intrinsic_dimension([2.0, 4.0, 10.0], rate_scale=2.0), [1.0, 0.5, 0.2])
     with pytest.raises(AnatomyKitError, match=r"d_int\[1\]=0 must be > 0"):
         exponents_from_intrinsic_dimension([2.0, 0.0])
     # Depth-dependent exponents through a schedule: still exact budget.
@@ -412,6 +412,41 @@ def test_rule_inputs_and_grid_shapes():
     assert grid.model_config("cosine").ffn_widths == sched["cosine"]["widths"]
     with pytest.raises(AnatomyKitError, match="no widths yet"):
         grid.model_config("reverse-cosine")
+
+
+def test_grid_trains_the_key_rules_on_their_own_seeds(monkeypatch):
+    """RuleGrid.train(seeds={rule: seeds}): those rules on their seeds, every other rule on the grid's,
+    one job per (rule, seed) with that seed in its TrainConfig and its own checkpoint folder."""
+    from anatomy_kit.allocation import experiment
+    from anatomy_kit.lm import PRESETS
+
+    seen = []
+    monkeypatch.setattr(experiment, "train_many",
+                        lambda jobs, *a, **k: seen.extend(jobs) or [f"r{i}" for i in range(len(jobs))])
+    grid = experiment.RuleGrid(preset=PRESETS["smoke"], seeds=[0, 1, 2], steps=10, vocab_size=300)
+    grid.schedules(["uniform", "cosine"], None)
+    runs = grid.train(["uniform", "cosine"], None, None, run_dir=lambda r, s: f"{r}-{s}",
+                      seeds={"uniform": [0, 1, 2, 3, 4, 5]})
+    assert list(runs) == [("uniform", s) for s in range(6)] + [("cosine", s) for s in range(3)]
+    assert [(c.seed, c.checkpoint_dir) for _, c in seen] == [(s, f"{r}-{s}") for r, s in runs]
+    assert list(runs.values()) == [f"r{i}" for i in range(9)]
+
+
+def test_six_paired_seeds_let_the_exact_test_decide_alone():
+    """Chapter 5's key comparison: with 3 seeds the exact sign-flip test never reaches 0.05 (its
+    interval is unbounded), with 6 seeds of one sign it does (p = 2/64) and one seed of the other sign
+    leaves it undecided."""
+    from anatomy_kit import stats
+    from anatomy_kit.book.rules import DifferenceSign
+
+    ref = {"value": "negative"}
+    three, six = [-0.03, -0.01, -0.02], [-0.03, -0.01, -0.02, -0.04, -0.005, -0.02]
+    assert stats.sign_flip_test(three).p == 0.25 and stats.sign_flip_test(six).p == pytest.approx(2 / 64)
+    rule = DifferenceSign(method="sign-flip")
+    assert rule.decide(three, ref).verdict == "not established"
+    assert rule.decide(six, ref).verdict == "reproduced"
+    assert rule.decide(six[:-1] + [0.001], ref).verdict == "not established"
+    assert rule.decide([-x for x in six], ref).verdict == "not reproduced"
 
 
 FINAL = {"uniform": {0: 4.00, 1: 4.10, 2: 4.05}, "cosine": {0: 3.95, 1: 4.04, 2: 4.00},

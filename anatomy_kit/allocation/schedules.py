@@ -19,16 +19,16 @@ __all__ = ["exponents_from_intrinsic_dimension", "coefficients_from_profile", "a
            "SCHEDULE_KINDS", "continuous_schedule", "width_schedule", "parse_rule", "allocate"]
 
 
-def exponents_from_intrinsic_dimension(d_int: Any, kappa: float = 1.0) -> np.ndarray:
-    """``a_ℓ = κ / d_int,ℓ`` — the surrogate exponents from per-layer intrinsic dimensions.
+def exponents_from_intrinsic_dimension(d_int: Any, rate_scale: float = 1.0) -> np.ndarray:
+    """``a_ℓ = ν / d_int,ℓ`` — the surrogate exponents from per-layer intrinsic dimensions.
 
     Chapter 5. INFERRED (our reconstruction, not read in paper 2): the classical rate for
     approximating a Lipschitz map on a ``d``-dimensional manifold with ``w`` units is
-    ``w^(−1/d)``; ``κ`` rescales it (smoothness / a fitted constant).
+    ``w^(−1/d)``; ``rate_scale`` (the chapter's ν) rescales it (smoothness / a fitted constant).
     """
     d = as_vector("d_int", d_int, None)
-    kappa = check_positive("kappa", kappa)
-    return kappa / d
+    rate_scale = check_positive("rate_scale", rate_scale)
+    return rate_scale / d
 
 
 def coefficients_from_profile(profile: Any) -> np.ndarray:

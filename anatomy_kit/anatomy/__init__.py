@@ -4,6 +4,7 @@
 - :mod:`.blockwise` – per-block NLL and the t interval of a ΔPPL, paired over blocks (chapter 1);
 - :mod:`.quantisation` – the Q4_1 rounding error of the embedded model's weights (chapter 1);
 - :mod:`.importance` – the per-layer importance profile as data, read by chapters 3 and 5;
+- :mod:`.ranking` – layer rankings by importance and the one meaning of "interior" layers;
 - :mod:`.predictability` – how well layer ℓ's weights follow from ℓ ± 1 (chapter 2);
 - :mod:`.residual_basis` – the predictable level: norms tied to the residual basis (chapter 2);
 - :mod:`.deltas` – the adjacent weight-delta correlation and its null models (chapter 2);

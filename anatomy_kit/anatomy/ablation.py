@@ -38,6 +38,7 @@ from ..progress import progress_bar
 from ..stats import Interval
 from ..validate import AnatomyKitError, check_choice, check_layer_index
 from .blockwise import block_nll_from_layer, block_nll_full, block_targets, ppl_change_interval
+from .ranking import interior_layers, rank_layers
 
 ABLATION_STRATEGIES = ("neighbour-mean", "skip", "zero-mlp", "zero-attn")
 
@@ -114,9 +115,7 @@ class AblationMap:
         return {int(l): self.delta_interval(int(l), confidence) for l in self.layers}
 
     def ranked(self, *, n_layers: int | None = None, interior_only: bool = True) -> list[int]:
-        """Ablated layers from most to least important (:func:`~anatomy_kit.anatomy.importance.rank_layers`)."""
-        from .importance import rank_layers
-
+        """Ablated layers from most to least important (:func:`~anatomy_kit.anatomy.ranking.rank_layers`)."""
         return rank_layers(self.delta_pct, self.layers, n_layers=n_layers, interior_only=interior_only)
 
     def critical(self, k: int = 4, *, n_layers: int | None = None, interior_only: bool = True) -> list[int]:
@@ -143,8 +142,6 @@ class AblationMap:
         ``[low |Δ_max| / high |Δ_min|, high |Δ_max| / low |Δ_min|]``, the upper bound infinite when
         the smallest layer's interval contains 0. Returns (interval, layer of max, layer of min).
         """
-        from .importance import interior_layers
-
         n = n_layers if n_layers is not None else int(max(self.layers)) + 1
         value = dict(zip((int(l) for l in self.layers), self.delta_pct))
         inner = [l for l in interior_layers(n) if l in value]

@@ -33,19 +33,20 @@ def adjacent_delta_correlation(W) -> np.ndarray:
     :class:`GramStats` (the correlations follow from the Gram matrix exactly).
     """
     st = gram_stats(W)
-    L, G, s, n = st.n_layers, st.gram, st.sums, float(st.n)
+    L, n = st.n_layers, float(st.n)
     if L < 3:
         raise AnatomyKitError(f"W has {L} layers; adjacent deltas need at least 3")
-
-    def cov(i, j, k, m):   # centred ⟨W_j − W_i, W_m − W_k⟩
-        inner = G[j, m] - G[j, k] - G[i, m] + G[i, k]
-        return float(inner - (s[j] - s[i]) * (s[m] - s[k]) / n)
-
-    var = np.array([cov(l, l + 1, l, l + 1) for l in range(L - 1)])
+    G, s = st.gram.numpy(), st.sums.numpy()
+    # centred ⟨Δ_a, Δ_b⟩ for every pair of deltas at once, (L−1, L−1), term by term in the order
+    # ⟨W_{a+1} − W_a, W_{b+1} − W_b⟩ − (Σ Δ_a)(Σ Δ_b)/n (one NumPy pass instead of 3L scalar calls)
+    inner = G[1:, 1:] - G[1:, :-1] - G[:-1, 1:] + G[:-1, :-1]
+    ds = s[1:] - s[:-1]
+    cov = inner - np.outer(ds, ds) / n
+    var = np.diagonal(cov).copy()
     if (var <= 0).any():
         bad = int(np.nonzero(var <= 0)[0][0])
         raise AnatomyKitError(f"delta {bad} (W[{bad + 1}] − W[{bad}]) is constant; its correlation is undefined")
-    return np.array([cov(l, l + 1, l + 1, l + 2) / np.sqrt(var[l] * var[l + 1]) for l in range(L - 2)])
+    return np.diagonal(cov, offset=1) / np.sqrt(var[:-1] * var[1:])
 
 
 def independent_delta_correlation(W) -> np.ndarray:

@@ -32,7 +32,7 @@ from ..hf.layers import MODULE_PATHS, decoder_layers, layer_module
 from ..validate import AnatomyKitError, check_choice, check_finite, check_layer_index, check_positive
 
 __all__ = ["MODULES", "stack_weights", "layer_statistics", "GramStats", "gram_stats", "NeighbourFit",
-           "neighbour_ridge", "predictability", "predicted_layer_weights", "substitution_sets"]
+           "neighbour_ridge", "predictability", "pooled_r2", "predicted_layer_weights", "substitution_sets"]
 
 #: Module short names in the order chapters report them.
 MODULES = tuple(MODULE_PATHS)
@@ -45,20 +45,31 @@ def stack_weights(model: nn.Module, module: str, dtype: torch.dtype = torch.floa
     return torch.stack([layer_module(model, l, module).weight.detach().to("cpu", dtype) for l in range(n)])
 
 
-def layer_statistics(W: torch.Tensor) -> torch.Tensor:
-    """Per-layer summary of stacked weights (L, ...): columns std and mean |w|, shape (L, 2)."""
-    check_stack(W, "W", min_layers=1)
-    flat = W.reshape(len(W), -1).double()
-    return torch.stack([flat.std(dim=1), flat.abs().mean(dim=1)], dim=1)
+def layer_statistics(W: torch.Tensor, gram: "GramStats | None" = None) -> torch.Tensor:
+    """Per-layer summary of stacked weights (L, ...): columns std and mean |w|, shape (L, 2), float64.
+
+    ``gram``: W's :class:`GramStats` if already computed (the std then follows from it,
+    std² = (G_ℓℓ − s_ℓ²/n)/(n − 1), and W is not checked again).
+    """
+    if gram is None:
+        gram = gram_stats(W)
+    n = gram.n
+    var = (torch.diagonal(gram.gram) - gram.sums ** 2 / n) / max(n - 1, 1)
+    mean_abs = W.reshape(len(W), -1).abs().sum(dim=1, dtype=torch.float64) / n
+    return torch.stack([var.clamp_min(0).sqrt(), mean_abs], dim=1)
 
 
 def check_stack(W: torch.Tensor, name: str, min_layers: int) -> None:
+    check_stack_shape(W, name, min_layers)
+    check_finite(name, W)
+
+
+def check_stack_shape(W: torch.Tensor, name: str, min_layers: int) -> None:
     if not isinstance(W, torch.Tensor) or W.dim() < 2:
         raise AnatomyKitError(f"{name} must be a tensor of shape (L, ...) with one slice per layer, "
                               f"got {getattr(W, 'shape', type(W).__name__)!r}")
     if len(W) < min_layers:
         raise AnatomyKitError(f"{name} has {len(W)} layers; at least {min_layers} are needed")
-    check_finite(name, W)
 
 
 @dataclass
@@ -84,12 +95,19 @@ class GramStats:
 
 
 def gram_stats(W) -> GramStats:
-    """:class:`GramStats` of stacked tensors W (L, ...) (computed in float64); passes GramStats through."""
+    """:class:`GramStats` of stacked tensors W (L, ...) (computed in float64); passes GramStats through.
+
+    A NaN or infinity anywhere in W makes its layer's float64 sum non-finite (float32 values cannot
+    overflow a float64 sum), so the sums are the finiteness check; the named error counts the values.
+    """
     if isinstance(W, GramStats):
         return W
-    check_stack(W, "W", min_layers=1)
+    check_stack_shape(W, "W", min_layers=1)
     flat = W.reshape(len(W), -1).double()
-    return GramStats(n=flat.shape[1], gram=flat @ flat.T, sums=flat.sum(1))
+    sums = flat.sum(1)
+    if not bool(torch.isfinite(sums).all()):
+        check_finite("W", W)
+    return GramStats(n=flat.shape[1], gram=flat @ flat.T, sums=sums)
 
 
 @dataclass
@@ -101,6 +119,8 @@ class NeighbourFit:
     own mean (NaN at the edges, or everywhere with ``centre="pooled"``). ``r2_pooled``:
     1 − Σ SS_res / Σ SS_tot over interior layers; with ``centre="pooled"`` SS_tot is taken
     around the mean of all interior values (the only choice for one value per layer).
+    ``ss_res``, ``ss_tot`` (L,): each interior layer's two sums (NaN at the edges), from which
+    :func:`pooled_r2` pools several modules.
     :meth:`predict` gives ŵ_ℓ = β0 + β1 w_{ℓ−1} + β2 w_{ℓ+1}.
     """
 
@@ -109,6 +129,8 @@ class NeighbourFit:
     r2_pooled: float
     ridge: float
     leave_out: bool
+    ss_res: np.ndarray | None = None
+    ss_tot: np.ndarray | None = None
 
     def predict(self, W: torch.Tensor, layer: int) -> torch.Tensor:
         """ŵ_layer from the actual neighbours W[layer ± 1]; shape W.shape[1:], W's dtype."""
@@ -118,6 +140,20 @@ class NeighbourFit:
                                   "have only one neighbour); choose an interior layer")
         b0, b1, b2 = (float(x) for x in self.beta[layer])
         return b0 + b1 * W[layer - 1] + b2 * W[layer + 1]
+
+
+def _normal_equations(st: GramStats) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per interior target ℓ, XᵀX ``(L, 3, 3)`` and Xᵀy ``(L, 3)`` of w_ℓ ≈ β0 + β1 w_{ℓ−1} + β2 w_{ℓ+1}
+    from the Gram matrix (rows 0 and L − 1 stay zero; :func:`neighbour_ridge`, chapter 2)."""
+    G, s, n, L = st.gram, st.sums, float(st.n), st.n_layers
+    xtx = torch.zeros(L, 3, 3, dtype=torch.float64)
+    xty = torch.zeros(L, 3, dtype=torch.float64)
+    for l in range(1, L - 1):
+        a, b = l - 1, l + 1
+        xtx[l] = torch.tensor([[n, s[a], s[b]], [s[a], G[a, a], G[a, b]], [s[b], G[b, a], G[b, b]]],
+                              dtype=torch.float64)
+        xty[l] = torch.stack([s[l], G[a, l], G[b, l]])
+    return xtx, xty
 
 
 def neighbour_ridge(W, *, ridge: float = 1e-3, leave_out: bool = True, centre: str = "layer") -> NeighbourFit:
@@ -146,13 +182,7 @@ def neighbour_ridge(W, *, ridge: float = 1e-3, leave_out: bool = True, centre: s
                               f"{' with leave_out=True' if leave_out else ''}")
     G, s, n = st.gram, st.sums, float(st.n)
     interior = list(range(1, L - 1))
-    xtx = torch.zeros(L, 3, 3, dtype=torch.float64)
-    xty = torch.zeros(L, 3, dtype=torch.float64)
-    for l in interior:
-        a, b = l - 1, l + 1
-        xtx[l] = torch.tensor([[n, s[a], s[b]], [s[a], G[a, a], G[a, b]], [s[b], G[b, a], G[b, b]]],
-                              dtype=torch.float64)
-        xty[l] = torch.stack([s[l], G[a, l], G[b, l]])
+    xtx, xty = _normal_equations(st)
     beta = np.full((L, 3), np.nan)
     r2 = np.full(L, np.nan)
     full_a, full_b = xtx[interior].sum(0), xty[interior].sum(0)
@@ -178,7 +208,10 @@ def neighbour_ridge(W, *, ridge: float = 1e-3, leave_out: bool = True, centre: s
         with np.errstate(divide="ignore", invalid="ignore"):
             r2[interior] = 1 - res_a / tot_a
     pooled = 1 - res_a.sum() / tot_a.sum() if tot_a.sum() > 0 else float("nan")
-    return NeighbourFit(beta=beta, r2=r2, r2_pooled=float(pooled), ridge=float(ridge), leave_out=bool(leave_out))
+    ss_res, ss_tot = np.full(L, np.nan), np.full(L, np.nan)
+    ss_res[interior], ss_tot[interior] = res_a, tot_a
+    return NeighbourFit(beta=beta, r2=r2, r2_pooled=float(pooled), ridge=float(ridge), leave_out=bool(leave_out),
+                        ss_res=ss_res, ss_tot=ss_tot)
 
 
 def predictability(model: nn.Module, modules: tuple[str, ...] | list[str] = MODULES, *,
@@ -195,12 +228,29 @@ def predictability(model: nn.Module, modules: tuple[str, ...] | list[str] = MODU
         W = stack_weights(model, m, dtype=torch.float32)
         st = gram_stats(W)
         fit = neighbour_ridge(st, ridge=ridge)
-        stats = layer_statistics(W)
+        stats = layer_statistics(W, st)
         z = (stats - stats.mean(0)) / stats.std(0).clamp_min(1e-30)   # equal weight to both statistics
         sfit = neighbour_ridge(z, ridge=ridge, centre="pooled")
         out[m] = {"fit": fit, "r2_layer": fit.r2, "r2_pooled": fit.r2_pooled, "stats": stats.numpy(),
                   "stats_r2": sfit.r2_pooled, "stats_fit": sfit, "gram": st}
     return out
+
+
+def pooled_r2(predict: Mapping[str, dict], layers=None) -> float:
+    """Held-out element R² of several modules and layers together (chapter 2): 1 − ΣΣ SS_res / ΣΣ SS_tot
+    over every module of ``predict`` (from :func:`predictability`) and ``layers`` (default: every
+    interior layer). This is the skill of substituting *all* those matrices at once, one number
+    that no choice of the best module can inflate."""
+    if not predict:
+        raise AnatomyKitError("predict is empty; pass the result of predictability(model)")
+    fits = [entry["fit"] for entry in predict.values()]
+    L = len(fits[0].beta)
+    chosen = list(range(1, L - 1)) if layers is None else [check_layer_index("layers", l, L) for l in layers]
+    if not chosen or any(not 1 <= l <= L - 2 for l in chosen):
+        raise AnatomyKitError(f"layers={layers!r} must be interior layers 1..{L - 2} (the edges have no prediction)")
+    res = sum(float(np.sum(f.ss_res[chosen])) for f in fits)
+    tot = sum(float(np.sum(f.ss_tot[chosen])) for f in fits)
+    return 1 - res / tot if tot > 0 else float("nan")
 
 
 def predicted_layer_weights(model: nn.Module, predict: Mapping[str, dict], layer: int) -> dict[tuple[int, str], torch.Tensor]:

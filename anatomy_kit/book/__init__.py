@@ -13,6 +13,7 @@
 - :mod:`.report` – every chapter's numbers beside the papers' (``report.json``, ``report.md``);
 - :mod:`.tables` – compact claims tables (a verdict badge, one line of why, details folded);
 - :mod:`.pages` – parts of the book's own pages computed at build time (a Sphinx extension);
+- :mod:`.chapters` – where the checkout is and its list of chapters (``notebooks/chapters.yaml``);
 - :mod:`.runner` – execute the chapters with papermill and build the HTML book; one shard of a grid;
 - :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``);
 - :mod:`.estimates` – time and memory of each chapter at full scale, estimated from FLOP counts.

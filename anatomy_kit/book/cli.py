@@ -1,11 +1,13 @@
-"""Command line: ``python -m anatomy_kit {fetch-model,reproduce,book,shard}`` (also installed as ``anatomy-kit``).
+"""Command line: ``python -m anatomy_kit {fetch-model,reproduce,book,shard,card}`` (also installed as ``anatomy-kit``).
 
 - ``fetch-model``: dequantise and cache the embedded SmolLM2 GGUF (idempotent).
 - ``reproduce --scale smoke|full``: execute every chapter with papermill, write the report.
-- ``book --scale smoke|full``: ``reproduce``, then build the HTML book.
+- ``book --scale smoke|full``: ``reproduce``, then build the HTML book (``--no-execute``: only
+  rebuild the report and the HTML from the chapters executed before).
 - ``shard --chapter ID --shard i/n``: execute one chapter up to its cell tagged ``shard-end``,
   training only shard ``i`` (0-based) of ``n`` of its grid into the shared build folder (one
   command per GPU, or per Slurm array task); then ``reproduce --chapter ID`` collects.
+- ``card MODEL``: the layer report card of a causal LM (:mod:`anatomy_kit.card`; ``card --help``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ..validate import AnatomyKitError
-from .runner import ChapterFailed, build_book, reproduce, run_shard
+from .runner import ChapterFailed, build_book, render_book, reproduce, run_shard
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -42,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--chapter", action="append", help="only this chapter id (repeatable)")
         p.add_argument("-p", "--param", action="append", type=_param, default=[],
                        help="extra chapter parameter NAME=VALUE (must be declared by every chapter run)")
+        if name == "book":
+            p.add_argument("--no-execute", action="store_true",
+                           help="rebuild the report and the HTML from the chapters executed before")
     sh = sub.add_parser("shard", help="train one shard of a chapter's grid (up to its shard-end cell)")
     sh.add_argument("--chapter", required=True, help="chapter id, e.g. ch05_width_solver")
     sh.add_argument("--shard", required=True, help="i/n: shard i (0-based) of n")
@@ -49,8 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     sh.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     sh.add_argument("--build-dir", type=Path, default=None, help="the build folder all shards share")
     sh.add_argument("-p", "--param", action="append", type=_param, default=[], help="chapter parameter NAME=VALUE")
+    from ..card.cli import add_card_parser, run_card
+
+    add_card_parser(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "card":
+            return run_card(args)
         if args.command == "shard":
             run_shard(args.chapter, args.shard, scale=args.scale, device=args.device, build_dir=args.build_dir,
                       params=dict(args.param))
@@ -59,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             from ..hf.models import convert_embedded
 
             print(f"embedded model cached at {convert_embedded()}")
+            return 0
+        if args.command == "book" and args.no_execute:
+            render_book(build_dir=args.build_dir)
             return 0
         if args.command == "book" and args.chapter:
             parser.error("book builds every chapter; use reproduce --chapter for a subset")

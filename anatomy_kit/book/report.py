@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
+from .chapters import chapter_manifest
 from .decision import VERDICTS
 from .tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
@@ -170,8 +171,6 @@ def _shortlist(labels: list[str], most: int = 6) -> str:
 
 def _chapter_titles() -> dict[str, str]:
     try:
-        from .runner import chapter_manifest
-
         return {c["id"]: c["title"] for c in chapter_manifest()}
     except AnatomyKitError:                       # an installed wheel without the chapters
         return {}

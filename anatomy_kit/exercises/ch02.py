@@ -19,7 +19,7 @@ from ..anatomy.residual_basis import permuted_mlp_weights
 from ..hf.layers import layer_module
 from ..hf.surgery import substituted
 from .ch01 import tiny_llama
-from .core import check
+from .core import check, generic
 
 __all__ = ["check_delta_correlation", "check_permuted_mlp", "WRONG_ANSWERS"]
 
@@ -48,13 +48,15 @@ def check_delta_correlation(fn) -> str | None:
         yours = np.asarray(fn(W.clone()), dtype=float).reshape(-1)
         want = adjacent_delta_correlation(W)
         if yours.shape != want.shape:
-            return f"for {len(W)} layers there are {len(W) - 1} deltas and {len(want)} adjacent pairs; you returned {yours.size} values"
+            return (f"for {len(W)} layers there are {len(W) - 1} deltas and {len(want)} adjacent pairs, so return "
+                    f"{len(want)} correlations (one per pair, not their mean); you returned {yours.size} values")
+        # float64 stacks of 240 elements: both sides are exact to ~1e-13, so 1e-6 separates right from wrong
         if not np.allclose(yours, want, atol=1e-6):
             for mistake, message in _DELTA_MISTAKES:
                 if np.allclose(yours, mistake(W), atol=1e-6):
                     return message
-            return (f"on {name} you give r = {yours.mean():+.3f} on average, the kit {want.mean():+.3f}: take "
-                    "Δ_ℓ = W[ℓ+1] − W[ℓ] and the Pearson correlation of vec Δ_ℓ with vec Δ_ℓ+1")
+            return generic(f"on {name} you give r = {yours.mean():+.3f} on average, the kit {want.mean():+.3f}: take "
+                           "Δ_ℓ = W[ℓ+1] − W[ℓ] and the Pearson correlation of vec Δ_ℓ with vec Δ_ℓ+1")
     return None
 
 
@@ -73,13 +75,19 @@ def check_permuted_mlp(fn) -> str | None:
         return f"return a dict with exactly the keys {sorted(want)} (the three MLP matrices of layer {layer})"
     with substituted(model, yours), torch.no_grad():
         after = model(ids).logits
+    # renumbering reorders float32 sums over the 64 hidden units: logits move by ~64·2⁻²⁴ of their size at most
     if not torch.allclose(after, before, atol=1e-5):
         return ("the model's output changed: the rows of gate and up and the columns of down must be reordered "
                 "by the same permutation")
     if all(torch.equal(yours[k], layer_module(model, layer, k[1]).weight) for k in yours):
         return "your weights are the original ones; apply the permutation"
     if any(not torch.allclose(yours[k], want[k]) for k in want):
-        return "the function is unchanged but your weights differ from the kit's: use perm itself, not its inverse"
+        inverse = permuted_mlp_weights(model, layer, torch.argsort(perm))
+        if all(torch.allclose(yours[k], inverse[k]) for k in want):
+            return ("the function is unchanged but you applied the inverse permutation: hidden unit perm[j] goes to "
+                    "position j, i.e. index the rows with perm itself")
+        return generic("the function is unchanged but your weights differ from the kit's: hidden unit perm[j] goes "
+                       "to position j (gate and up rows, down columns)")
     return None
 
 
@@ -98,6 +106,10 @@ def _lag_two(W):
 def _cosine(W):
     D = (W[1:] - W[:-1]).reshape(len(W) - 1, -1).numpy()
     return np.array([D[l] @ D[l + 1] / np.linalg.norm(D[l]) / np.linalg.norm(D[l + 1]) for l in range(len(D) - 1)])
+
+
+def _mean_only(W):
+    return np.array([adjacent_delta_correlation(W).mean()])
 
 
 def _gate_up_only(model, layer, perm):
@@ -122,6 +134,8 @@ _DELTA_MISTAKES = [
 ]
 
 WRONG_ANSWERS = {
-    "check_delta_correlation": [_layers_not_deltas, _lag_two, _cosine],
-    "check_permuted_mlp": [_gate_up_only, _inverse, _unchanged],
+    "check_delta_correlation": [(_layers_not_deltas, "correlate their deltas"), (_lag_two, "Δ_ℓ+2"),
+                                (_cosine, "you compute a cosine"), (_mean_only, "not their mean")],
+    "check_permuted_mlp": [(_gate_up_only, "the model's output changed"), (_inverse, "inverse permutation"),
+                           (_unchanged, "original ones")],
 }

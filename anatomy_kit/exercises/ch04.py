@@ -1,4 +1,13 @@
-"""Self-checks for chapter 4 (*Geometric work*): the shift statistic and the identity-coupling GW distortion."""
+"""Self-checks for chapter 4 (*Geometric work*).
+
+- :func:`check_shift` – the reader's shift statistic (mean matched distance) in the raw and the
+  spherical geometry, against :func:`anatomy_kit.geometry.layer_work`;
+- :func:`check_gw_coupling` – the reader's GW distortion of a given coupling, against
+  :func:`anatomy_kit.geometry.gw_objective`.
+
+Each check builds its own small clouds, runs the reader's function on copies, and names the slip
+in one sentence when the answer matches a typical mistake on the same inputs.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from .core import check
+from .core import check, generic
 
-__all__ = ["check_shift", "check_gw_identity", "WRONG_ANSWERS"]
+__all__ = ["check_shift", "check_gw_coupling", "WRONG_ANSWERS"]
 
 
 def _clouds() -> tuple[np.ndarray, np.ndarray]:
@@ -21,12 +30,19 @@ def _clouds() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _close(a: float, b: float) -> bool:
+    # Float64 answers in any summation order agree to ~1e-13 relative here; 1e-6 leaves room for
+    # another formula of the same quantity (arccos of the dot product instead of the kit's arcsin).
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _unit(p: np.ndarray) -> np.ndarray:
+    return p / np.linalg.norm(p, axis=1, keepdims=True)
 
 
 @check("check_shift")
 def check_shift(shift: Callable) -> str | None:
-    """``shift(x, y, geometry)`` (x, y: (n, d); geometry ``"raw"`` or ``"spherical"``) → the mean matched distance."""
+    """``shift(x, y, geometry)`` (x, y: (n, d) matched rows; geometry ``"raw"`` or ``"spherical"``) returns
+    the mean over tokens of d(x_i, y_i): the Euclidean distance, or the angle between the unit vectors in radians."""
     from ..geometry import layer_work, pairwise_distances
 
     x, y = _clouds()
@@ -35,62 +51,117 @@ def check_shift(shift: Callable) -> str | None:
         got = float(shift(x.copy(), y.copy(), g))
         if _close(got, ref):
             continue
-        ux, uy = x / np.linalg.norm(x, axis=1, keepdims=True), y / np.linalg.norm(y, axis=1, keepdims=True)
-        raw = np.linalg.norm(x - y, axis=1)
-        both = np.vstack([x, y]) if g == "raw" else np.vstack([ux, uy])
+        ux, uy = _unit(x), _unit(y)
+        both = np.vstack([x, y])
         if _close(got, ref * len(x)):
             return f"in the {g} geometry you summed the distances; the shift is their mean over the n tokens"
         if _close(got, float(pairwise_distances(both, g)[: len(x), len(x):].mean())):
             return "you averaged d(x_i, y_j) over all pairs; the shift pairs each token with itself, d(x_i, y_i)"
-        if g == "spherical" and _close(got, float(raw.mean())):
+        if g == "spherical" and _close(got, float(np.linalg.norm(x - y, axis=1).mean())):
             return "the spherical shift must ignore scale: normalise each state to unit length first"
         if g == "spherical" and _close(got, float(np.linalg.norm(ux - uy, axis=1).mean())):
             return "you returned the chord ‖x̂ − ŷ‖; the spherical distance is the angle arccos⟨x̂, ŷ⟩ in radians"
         if g == "spherical" and _close(got, math.degrees(ref)):
             return "your angles are in degrees; the spherical distance is measured in radians"
-        return f"your {g} shift is {got:.6g}, the kit's is {ref:.6g} (the mean over tokens of d(x_i, y_i))"
+        return generic(f"your {g} shift is {got:.6g}, the kit's is {ref:.6g} (the mean over tokens of d(x_i, y_i))")
     return None
 
 
-@check("check_gw_identity")
-def check_gw_identity(gw: Callable) -> str | None:
-    """``gw(dx, dy)`` (two (n, n) distance matrices) → ``((1/n²) Σ_ij (dx_ij − dy_ij)²)^{1/2}``."""
-    from ..geometry import gw_identity, pairwise_distances
+def _couplings(n: int) -> dict[str, np.ndarray]:
+    """Three couplings (n, n) with uniform marginals 1/n: the identity, a relabelling, and a soft mixture."""
+    identity = np.eye(n) / n
+    relabel = np.eye(n)[np.random.default_rng(6).permutation(n)] / n
+    return {"the identity coupling I/n": identity, "a relabelling coupling": relabel,
+            "a soft coupling": (identity + relabel + np.full((n, n), 1 / n ** 2)) / 3}
+
+
+def _pairing_slip(dx: np.ndarray, dy: np.ndarray, t: np.ndarray) -> float:
+    """√Σ (dx_ij − dy_kl)² T_ij T_kl: the coupling's indices paired with the wrong distances."""
+    return math.sqrt(float(np.einsum("ijkl,ij,kl->", (dx[:, :, None, None] - dy[None, None]) ** 2, t, t)))
+
+
+@check("check_gw_coupling")
+def check_gw_coupling(gw: Callable) -> str | None:
+    """``gw(dx, dy, coupling)`` (two (n, n) distance matrices and a coupling T (n, n) summing to 1) returns the
+    distortion (Σ_ijkl (dx_ik − dy_jl)² T_ij T_kl)^½: POT's square-loss objective, then its square root."""
+    from ..geometry import gw_identity, gw_objective, pairwise_distances
 
     x, y = _clouds()
     y = y + np.random.default_rng(5).standard_normal(y.shape)   # a map that distorts, not only rescales
     dx, dy = pairwise_distances(x), pairwise_distances(y)
-    ref, got = gw_identity(dx, dy), float(gw(dx.copy(), dy.copy()))
-    if _close(got, ref):
-        return None
-    if _close(got, ref ** 2):
-        return "that is POT's objective, the square of the distortion; take its square root"
-    if _close(got, ref / 2):
-        return "that is Mémoli's convention (half the square root); the book reports the square root itself"
-    if _close(got, float(np.abs(dx - dy).mean())):
-        return "you averaged |dx − dy|; the distortion is the root mean square of dx − dy"
-    if _close(got, ref * len(dx)) or _close(got, ref ** 2 * len(dx) ** 2):
-        return "divide by n² (the number of pairs) before taking the square root"
-    return f"your distortion is {got:.6g}, the kit's is {ref:.6g}"
+    for name, t in _couplings(len(dx)).items():
+        ref = gw_objective(dx, dy, t)
+        got = float(gw(dx.copy(), dy.copy(), t.copy()))
+        if _close(got, ref):
+            continue
+        if _close(got, ref ** 2):
+            return f"for {name} that is POT's objective, the square of the distortion; take its square root"
+        if _close(got, ref / 2):
+            return "that is Mémoli's convention (half the square root); the book reports the square root itself"
+        if _close(got, gw_identity(dx, dy)):
+            return f"for {name} you returned the identity coupling's value: weight each (dx_ik − dy_jl)² by T_ij·T_kl"
+        if _close(got, _pairing_slip(dx, dy, t)):
+            return "you paired dx_ij with dy_kl; the coupling's T_ij·T_kl weighs (dx_ik − dy_jl)², i with j and k with l"
+        absolute = float(np.einsum("ikjl,ij,kl->", np.abs(dx[:, :, None, None] - dy[None, None]), t, t))
+        if _close(got, absolute) or _close(got, math.sqrt(absolute)):
+            return "you weighted |dx_ik − dy_jl|; GW uses the square loss (dx_ik − dy_jl)², then a square root"
+        return generic(f"for {name} your distortion is {got:.6g}, the kit's is {ref:.6g}")
+    return None
 
 
 def _angle(x, y):
-    ux, uy = x / np.linalg.norm(x, axis=1, keepdims=True), y / np.linalg.norm(y, axis=1, keepdims=True)
-    return np.arccos(np.clip((ux * uy).sum(axis=1), -1.0, 1.0))
+    return np.arccos(np.clip((_unit(x) * _unit(y)).sum(axis=1), -1.0, 1.0))
 
 
-#: Typical mistakes each check must reject (tests/test_exercises.py runs them).
+def _shift_summed(x, y, g):
+    return float((np.linalg.norm(x - y, axis=1) if g == "raw" else _angle(x, y)).sum())
+
+
+def _shift_unnormalised(x, y, g):
+    return float(np.linalg.norm(x - y, axis=1).mean())
+
+
+def _shift_degrees(x, y, g):
+    return float(np.linalg.norm(x - y, axis=1).mean() if g == "raw" else np.degrees(_angle(x, y)).mean())
+
+
+def _shift_chord(x, y, g):
+    return float(np.linalg.norm(x - y, axis=1).mean() if g == "raw" else np.linalg.norm(_unit(x) - _unit(y), axis=1).mean())
+
+
+def _shift_all_pairs(x, y, g):
+    return float(np.linalg.norm(x[:, None] - y[None], axis=-1).mean())
+
+
+def _objective(dx, dy, t):
+    return float(np.einsum("ikjl,ij,kl->", (dx[:, :, None, None] - dy[None, None]) ** 2, t, t))
+
+
+def _gw_pot(dx, dy, t):
+    return _objective(dx, dy, t)
+
+
+def _gw_memoli(dx, dy, t):
+    return 0.5 * math.sqrt(_objective(dx, dy, t))
+
+
+def _gw_ignores_coupling(dx, dy, t):
+    return float(np.sqrt(np.mean((dx - dy) ** 2)))
+
+
+def _gw_wrong_pairing(dx, dy, t):
+    return _pairing_slip(dx, dy, t)
+
+
+def _gw_absolute(dx, dy, t):
+    return float(np.einsum("ikjl,ij,kl->", np.abs(dx[:, :, None, None] - dy[None, None]), t, t))
+
+
+#: Typical mistakes each check must name: (answer, words its message must contain) (tests/test_exercises.py).
 WRONG_ANSWERS = {
-    "check_shift": [
-        lambda x, y, g: float((np.linalg.norm(x - y, axis=1) if g == "raw" else _angle(x, y)).sum()),
-        lambda x, y, g: float(np.linalg.norm(x - y, axis=1).mean()),
-        lambda x, y, g: float(np.linalg.norm(x - y, axis=1).mean() if g == "raw" else np.degrees(_angle(x, y)).mean()),
-        lambda x, y, g: float(np.linalg.norm(x[:, None] - y[None], axis=-1).mean()),
-    ],
-    "check_gw_identity": [
-        lambda dx, dy: float(((dx - dy) ** 2).mean()),
-        lambda dx, dy: float(np.abs(dx - dy).mean()),
-        lambda dx, dy: 0.5 * float(np.sqrt(((dx - dy) ** 2).mean())),
-        lambda dx, dy: float(np.sqrt(((dx - dy) ** 2).sum())),
-    ],
+    "check_shift": [(_shift_summed, "summed the distances"), (_shift_unnormalised, "normalise each state"),
+                    (_shift_degrees, "degrees"), (_shift_chord, "chord"), (_shift_all_pairs, "all pairs")],
+    "check_gw_coupling": [(_gw_pot, "POT's objective"), (_gw_memoli, "Mémoli"),
+                          (_gw_ignores_coupling, "identity coupling's value"), (_gw_wrong_pairing, "paired dx_ij"),
+                          (_gw_absolute, "square loss")],
 }

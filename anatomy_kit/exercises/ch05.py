@@ -1,111 +1,156 @@
-"""Self-checks for chapter 5 (*The width solver*): water-filling widths and the paired t interval."""
+"""Self-checks of chapter 5 (*The width solver*).
+
+``check_round_widths`` (exercise 2): the reader rounds continuous FFN widths to multiples that sum
+exactly to the budget, by largest remainders; the check compares with
+:func:`anatomy_kit.allocation.round_widths`. ``check_sign_flip_p`` (exercise 3): the reader writes the
+exact two-sided sign-flip p of paired differences; the check compares with
+:func:`anatomy_kit.stats.sign_flip_test`. Each names the usual slips (:data:`WRONG_ANSWERS`).
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable
 
 import numpy as np
-from scipy import stats as _sps
 
-from .core import check
+from .core import check, generic
 
-__all__ = ["check_water_filling", "check_paired_t_interval", "WRONG_ANSWERS"]
+__all__ = ["check_round_widths", "check_sign_flip_p", "WRONG_ANSWERS"]
 
-#: (c, a, budget, lower, upper): no bound active; lower bounds active; upper bounds active.
-_PROBLEMS = (
-    (np.array([1.0, 4.0, 9.0, 16.0]), 1.0, 400.0, 10.0, 1000.0),
-    (np.array([0.05, 0.1, 3.0, 8.0, 20.0]), 0.5, 500.0, 60.0, 1000.0),
-    (np.array([50.0, 1.0, 1.0, 1.0]), 2.0, 400.0, 20.0, 150.0),
+#: (continuous widths, multiple, budget): remainders that differ from layer to layer, every layer
+#: at least one multiple after flooring; in the second, nearest rounding misses the budget and the
+#: widest layers are not those with the largest remainders.
+_ROUNDING = (
+    ([95.0, 40.0, 70.0, 51.0], 32, 256),
+    ([78.4, 76.8, 43.2, 57.6], 32, 256),
+    ([300.0, 141.0, 77.0, 250.0, 190.0, 66.0], 64, 1024),
 )
 
 
-@check("check_water_filling")
-def check_water_filling(widths_fn: Callable) -> str | None:
-    """``widths_fn(c, a, budget, lower, upper)`` (c: (L,), a, budget, lower, upper: numbers) → widths (L,)
-    minimising ``Σ c_ℓ w_ℓ^(−a)`` with ``Σ w = budget`` and ``lower ≤ w ≤ upper``."""
-    from ..allocation import solve_widths
+def _largest_remainders(widths, multiple, budget):
+    """The kit's answer without bounds (each layer keeps at least one multiple)."""
+    from ..allocation import round_widths
 
-    for c, a, budget, lower, upper in _PROBLEMS:
-        ref = solve_widths(c, a, budget=budget, lower=lower, upper=upper).widths
-        got = np.asarray(widths_fn(c.copy(), a, budget, lower, upper), dtype=float).reshape(-1)
-        if got.shape != ref.shape:
-            return f"return one width per layer ({len(c)} here), not an array of shape {got.shape}"
-        if np.allclose(got, ref, rtol=1e-6):
+    return round_widths(widths, multiple, budget)
+
+
+def _floor_only(widths, multiple, budget):
+    return [int(w // multiple) * multiple for w in widths]
+
+
+def _nearest(widths, multiple, budget):
+    return [int(round(w / multiple)) * multiple for w in widths]
+
+
+def _extras_to_widest(widths, multiple, budget):
+    units = [int(w // multiple) for w in widths]
+    for i in np.argsort(-np.asarray(widths), kind="stable")[:budget // multiple - sum(units)]:
+        units[i] += 1
+    return [u * multiple for u in units]
+
+
+def _continuous(widths, multiple, budget):
+    return [float(w) for w in widths]
+
+
+@check("check_round_widths", hint="floor every width to a multiple (w // multiple), count the multiples that "
+                                  "are left of the budget, and give one each to the layers with the largest "
+                                  "remainders w / multiple − floor(w / multiple)")
+def check_round_widths(fn: Callable) -> str | None:
+    """``fn(widths, multiple, budget)`` → integer widths, multiples of ``multiple``, summing to ``budget``."""
+    for widths, multiple, budget in _ROUNDING:
+        want = _largest_remainders(widths, multiple, budget)
+        got = list(fn(list(widths), multiple, budget))
+        if len(got) != len(widths):
+            return f"return one width per layer ({len(widths)} here), not {len(got)}"
+        if any(float(g) % multiple for g in got):
+            return f"every width must be a multiple of {multiple}; you returned {got}"
+        got = [int(g) for g in got]
+        if got == want:
             continue
-        if not math.isclose(got.sum(), budget, rel_tol=1e-6):
-            return f"your widths sum to {got.sum():.6g}, not the budget {budget:g}: re-share what clipping frees"
-        if np.allclose(got, budget * c / c.sum(), rtol=1e-6):
-            return "widths proportional to c ignore the exponent: a free layer gets w ∝ c^(1/(a+1))"
-        if (got < lower - 1e-9).any() or (got > upper + 1e-9).any():
-            i = int(np.flatnonzero((got < lower - 1e-9) | (got > upper + 1e-9))[0])
-            return f"layer {i} gets {got[i]:.4g}, outside its bounds [{lower:g}, {upper:g}]: clip it there"
-        return (f"for c = {c.tolist()}, a = {a:g}, budget {budget:g} in [{lower:g}, {upper:g}] your widths are "
-                f"{np.round(got, 2).tolist()}, the optimum is {np.round(ref, 2).tolist()}")
+        if got == _floor_only(widths, multiple, budget):
+            left = (budget - sum(got)) // multiple
+            return (f"flooring alone leaves {left} multiple(s) of the budget {budget} unassigned: hand them "
+                    "to the layers with the largest remainders")
+        if got == _nearest(widths, multiple, budget):
+            return (f"rounding each width to its nearest multiple gives a sum of {sum(got)}, not the budget "
+                    f"{budget}, so the parameter count changes: floor, then hand out the rest by remainder")
+        if got == _extras_to_widest(widths, multiple, budget):
+            return ("you gave the leftover multiples to the widest layers; give them to the largest "
+                    "remainders, the layers that flooring cut the most")
+        if sum(got) != budget:
+            return f"your widths sum to {sum(got)}, not the budget {budget}"
+        return generic(f"for widths {widths} (multiple {multiple}, budget {budget}) you return {got}, "
+                       f"largest remainders give {want}")
     return None
 
 
-@check("check_paired_t_interval")
-def check_paired_t_interval(interval_fn: Callable) -> str | None:
-    """``interval_fn(a, b)`` (per-seed losses of two rules, same seed order) → ``(low, high)``, the 95 %
-    t interval of the mean paired difference ``a − b``."""
-    from ..stats import paired_t_interval
-
-    a = [3.912, 3.951, 3.940]
-    b = [3.949, 3.960, 3.993]
-    ref = paired_t_interval(np.subtract(a, b))
-    low, high = (float(v) for v in interval_fn(list(a), list(b)))
-    if math.isclose(low, ref.low, abs_tol=1e-9) and math.isclose(high, ref.high, abs_tol=1e-9):
-        return None
-    d = np.subtract(a, b)
-    half = high - (low + high) / 2
-    if not math.isclose((low + high) / 2, d.mean(), abs_tol=1e-9):
-        return f"the interval should be centred on the mean paired difference {d.mean():+.4f}, not {(low + high) / 2:+.4f}"
-    if math.isclose(half, 1.959964 * d.std(ddof=1) / math.sqrt(3), rel_tol=1e-4):
-        return "with 3 seeds use Student's t with n − 1 = 2 degrees of freedom (4.30), not the normal 1.96"
-    if math.isclose(half, float(_sps.t.ppf(0.975, 2)) * d.std(ddof=0) / math.sqrt(3), rel_tol=1e-6):
-        return "use the sample standard deviation (ddof = 1) of the differences, not ddof = 0"
-    unpaired = float(_sps.t.ppf(0.975, 4)) * math.sqrt(np.var(a, ddof=1) / 3 + np.var(b, ddof=1) / 3)
-    if math.isclose(half, unpaired, rel_tol=1e-3) or half > 1.5 * (ref.high - ref.mean):
-        return "you treated the rules as unpaired; subtract seed by seed first, then take the t interval of the differences"
-    return f"your interval is [{low:+.4f}, {high:+.4f}], the kit's is [{ref.low:+.4f}, {ref.high:+.4f}]"
+#: Paired differences for the sign-flip check: dyadic numbers (k/1024), so every signed sum is exact in
+#: floating point and ties are ties whatever the order of summation.
+_DELTAS = (
+    [32 / 1024, 12 / 1024, 20 / 1024, 45 / 1024, 8 / 1024, 27 / 1024],       # six seeds, one sign
+    [32 / 1024, -12 / 1024, 20 / 1024, 45 / 1024, -8 / 1024, 27 / 1024],     # six seeds, mixed
+    [-50 / 1024, -20 / 1024, -30 / 1024],                                    # three seeds
+)
 
 
-def _proportional(c, a, budget, lower, upper):
-    return budget * c / c.sum()
+def _signed_sums(d: np.ndarray) -> np.ndarray:
+    return np.array([np.dot(s, d) for s in itertools.product((1.0, -1.0), repeat=len(d))])
 
 
-def _no_bounds(c, a, budget, lower, upper):
-    g = c ** (1 / (a + 1))
-    return budget * g / g.sum()
+def _two_sided(d) -> float:
+    d = np.asarray(d, dtype=float)
+    return float(np.mean(np.abs(_signed_sums(d)) >= abs(d.sum())))
 
 
-def _clip_only(c, a, budget, lower, upper):
-    return np.clip(_no_bounds(c, a, budget, lower, upper), lower, upper)
+def _one_sided(d) -> float:
+    d = np.asarray(d, dtype=float)
+    sums, s = _signed_sums(d), d.sum()
+    return float(np.mean(sums >= s) if s > 0 else np.mean(sums <= s))
 
 
-def _z_interval(a, b):
-    d = np.subtract(a, b)
-    half = 1.959964 * d.std(ddof=1) / math.sqrt(len(d))
-    return d.mean() - half, d.mean() + half
+def _strict(d) -> float:
+    d = np.asarray(d, dtype=float)
+    return float(np.mean(np.abs(_signed_sums(d)) > abs(d.sum())))
 
 
-def _unpaired(a, b):
-    d = np.mean(a) - np.mean(b)
-    half = float(_sps.t.ppf(0.975, 4)) * math.sqrt(np.var(a, ddof=1) / 3 + np.var(b, ddof=1) / 3)
-    return d - half, d + half
+def _complement(d) -> float:
+    return 1.0 - _two_sided(d)
 
 
-def _ddof0(a, b):
-    d = np.subtract(a, b)
-    half = float(_sps.t.ppf(0.975, len(d) - 1)) * d.std(ddof=0) / math.sqrt(len(d))
-    return d.mean() - half, d.mean() + half
+@check("check_sign_flip_p", hint="enumerate all 2**n sign patterns (itertools.product((1, -1), repeat=n)), "
+                                 "compute each signed sum, and count the share whose absolute value is at "
+                                 "least the observed |Σ d|; the observed pattern itself counts")
+def check_sign_flip_p(fn: Callable) -> str | None:
+    """``fn(deltas)`` → the exact two-sided sign-flip p of the paired differences ``deltas`` (n ≤ 16)."""
+    from ..stats import sign_flip_test
+
+    for d in _DELTAS:
+        want = sign_flip_test(d).p
+        got = float(fn(list(d)))
+        if math.isclose(got, want, abs_tol=1e-12):
+            continue
+        n = len(d)
+        if math.isclose(got, _one_sided(d), abs_tol=1e-12):
+            return (f"for {n} differences you return the one-sided p {got:.4g}; the claim is about a difference "
+                    f"of either sign, so count |S*| ≥ |S| on both sides (two-sided p {want:.4g})")
+        if math.isclose(got, _strict(d), abs_tol=1e-12):
+            return (f"for {n} differences you return {got:.4g}: you counted only patterns strictly more extreme, "
+                    f"but the observed pattern and its mirror are as extreme, so use ≥ (p = {want:.4g})")
+        if math.isclose(got, _complement(d), abs_tol=1e-12):
+            return (f"for {n} differences you return 1 − p = {got:.4g}: p is the share of sign patterns at "
+                    f"least as extreme as ours, not less extreme ({want:.4g})")
+        return generic(f"for the differences {np.round(d, 4).tolist()} you return p = {got:.4g}, "
+                       f"the exact sign-flip test gives {want:.4g}")
+    return None
 
 
-#: Typical mistakes each check must reject (tests/test_exercises.py runs them).
+#: (wrong answer, words its message must contain): each slip a check names.
 WRONG_ANSWERS = {
-    "check_water_filling": [_proportional, _no_bounds, _clip_only,
-                            lambda c, a, budget, lower, upper: _no_bounds(c, a - 1 if a > 1 else a / 2, budget, lower,
-                                                                          upper)],
-    "check_paired_t_interval": [_z_interval, _unpaired, _ddof0],
+    "check_round_widths": [(_floor_only, "flooring alone"), (_nearest, "nearest multiple"),
+                           (_extras_to_widest, "widest layers"), (_continuous, "multiple of")],
+    "check_sign_flip_p": [(_one_sided, "one-sided"), (_strict, "strictly more extreme"),
+                          (_complement, "1 − p")],
 }

@@ -1,8 +1,9 @@
 """Self-checks of chapter 6 (*Growing the residual stream*).
 
-``check_srio_rotation``: the reader writes the dense SRIO rotation ``R(d, k, ε)`` (D × D); the check
-compares it with :func:`anatomy_kit.growth.srio.srio_rotation` and names the usual slips (the sign of
-the sine, cosine and sine swapped, a cosine that is not √(1 − ε²), a missing term).
+``check_rotate_rows``: the reader applies the SRIO rotation to the rows of a matrix in O(D), without
+forming the D × D matrix; the check compares it with :meth:`anatomy_kit.growth.srio.srio_operator`'s
+``rows`` and names the usual slips (the inverse rotation, cosine and sine swapped, a cosine that is
+not √(1 − ε²), a missing term, block means instead of projections on u and v).
 ``check_entropy_rank``: the reader writes the entropy effective rank of a list of singular values;
 the check compares it with :func:`anatomy_kit.growth.diagnostics.entropy_rank`.
 """
@@ -15,12 +16,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .core import check
+from .core import check, generic
 
-__all__ = ["check_srio_rotation", "check_entropy_rank", "WRONG_ANSWERS"]
+__all__ = ["check_rotate_rows", "check_entropy_rank", "WRONG_ANSWERS"]
 
 #: (d, k, ε): a generic angle, a large one, and ε* = √(k/D).
 _ROTATIONS = [(4, 2, 0.3), (6, 3, 0.8), (5, 5, math.sqrt(0.5))]
+_TOL = 1e-8      # float64 answers of a few dozen operations on O(1) numbers: ~1e-15; 1e-8 tells slips apart
 
 
 def _units(d: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,41 +31,59 @@ def _units(d: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return u, v
 
 
-def _diagnose_rotation(R: torch.Tensor, ref: torch.Tensor, d: int, k: int, eps: float) -> str:
+def _rows_with(x: np.ndarray, d: int, c: float, s: float, scale_a: float, scale_b: float) -> np.ndarray:
+    """x + ((c−1)a − s b) u + (s a + (c−1) b) v for every row, with a = scale_a·(old block sum), b likewise."""
+    D = x.shape[-1]
+    u, v = (t.numpy() for t in _units(d, D - d))
+    a = x[:, :d].sum(1, keepdims=True) * scale_a
+    b = x[:, d:].sum(1, keepdims=True) * scale_b
+    return x + ((c - 1) * a - s * b) * u + (s * a + (c - 1) * b) * v
+
+
+def _diagnose(R: torch.Tensor, d: int, k: int, eps: float) -> str:
+    """Name the slip from the matrix R the answer implies (its action on the unit vectors)."""
     D, s, c = d + k, eps, math.sqrt(1 - eps * eps)
     u, v = _units(d, k)
     x = torch.randn(3, D, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     x = x - (x @ u)[:, None] * u - (x @ v)[:, None] * v
-    if (x @ R.T - x).abs().max() > 1e-8:
-        return "R must leave every vector orthogonal to u and v unchanged; build it as I plus terms in u and v only"
+    if (x @ R.T - x).abs().max() > _TOL:
+        return "R must leave every vector orthogonal to u and v unchanged; add terms along u and v only"
     Ru, Rv = R @ u, R @ v
-    if (Ru - (c * u - s * v)).abs().max() < 1e-8:
-        return "the sine has the wrong sign: R should turn u towards v, R u = c·u + s·v (the term is s(v uᵀ − u vᵀ))"
-    if (Ru - (s * u + c * v)).abs().max() < 1e-8:
+    if (Ru - (c * u - s * v)).abs().max() < _TOL:
+        return ("that is the inverse rotation Rᵀ (the sine's sign is flipped): R turns u towards v, "
+                "R u = c·u + s·v")
+    if (Ru - (s * u + c * v)).abs().max() < _TOL:
         return "cosine and sine are swapped: s = ε is the sine, c = √(1 − ε²) the cosine, so ε = 0 is the identity"
-    if (R.T @ R - torch.eye(D, dtype=torch.float64)).abs().max() > 1e-8:
-        return (f"your R is not orthogonal (max |RᵀR − I| = {(R.T @ R - torch.eye(D, dtype=torch.float64)).abs().max():.2g}); "
-                "use c = √(1 − ε²) and subtract (1 − c) along both u and v")
-    if (Ru - (c * u + s * v)).abs().max() > 1e-8:
+    if (R.T @ R - torch.eye(D, dtype=torch.float64)).abs().max() > _TOL:
+        return "your R is not orthogonal: use c = √(1 − ε²) and add (c − 1) times the projections on both u and v"
+    if (Ru - (c * u + s * v)).abs().max() > _TOL:
         return "R u should be c·u + s·v with s = ε and c = √(1 − ε²): R turns the old all-ones direction towards the new"
-    if (Rv - (-s * u + c * v)).abs().max() > 1e-8:
-        return "R v should be −s·u + c·v: the 2 × 2 block on (u, v) is [[c, −s], [s, c]]"
-    return f"for d={d}, k={k}, ε={eps:.3g} your R differs from the kit's by {(R - ref).abs().max():.2g}"
+    return "R v should be −s·u + c·v: the 2 × 2 block on (u, v) is [[c, −s], [s, c]]"
 
 
-@check("check_srio_rotation")
-def check_srio_rotation(rotation_fn: Callable) -> str | None:
-    """``rotation_fn(d, k, eps)`` → the (d+k, d+k) SRIO rotation (any float dtype; tensor or array)."""
-    from ..growth.srio import srio_rotation
+@check("check_rotate_rows")
+def check_rotate_rows(rotate_fn: Callable) -> str | None:
+    """``rotate_rows(x, d, eps)``: every row of x (n, D) rotated by R, i.e. x Rᵀ, using a = uᵀx and
+    b = vᵀx (two block sums) instead of a D × D matrix."""
+    from ..growth.srio import srio_operator
 
+    gen = torch.Generator().manual_seed(1)
     for d, k, eps in _ROTATIONS:
-        ref = srio_rotation(d, k, eps)
-        R = torch.as_tensor(np.asarray(rotation_fn(d, k, eps), dtype=np.float64))
-        if R.shape != ref.shape:
-            return f"for d={d}, k={k} return a ({d + k}, {d + k}) matrix, not one of shape {tuple(R.shape)}"
-        if (R - ref).abs().max() < 1e-8:
+        D, c = d + k, math.sqrt(1 - eps * eps)
+        x = torch.randn(4, D, dtype=torch.float64, generator=gen)
+        ref = srio_operator(d, k, eps).rows(x)
+        got = torch.as_tensor(np.asarray(rotate_fn(x.numpy().copy(), d, eps), dtype=np.float64))
+        if got.shape != ref.shape:
+            return f"for x of shape {tuple(x.shape)} return an array of the same shape, not {tuple(got.shape)}"
+        if (got - ref).abs().max() < _TOL:
             continue
-        return _diagnose_rotation(R, ref, d, k, eps)
+        if np.abs(got.numpy() - _rows_with(x.numpy(), d, c, eps, 1 / d, 1 / k)).max() < _TOL:
+            return "a and b are the projections uᵀx = (block sum)/√d and vᵀx = (block sum)/√k, not block means"
+        implied = torch.as_tensor(np.asarray(rotate_fn(np.eye(D), d, eps), dtype=np.float64)).T
+        if implied.shape != (D, D) or (implied @ x.T - got.T).abs().max() > _TOL:
+            return generic(f"for d={d}, ε={eps:.3g} your rows differ from the kit's by {(got - ref).abs().max():.2g}, "
+                           "and not by a linear map")
+        return _diagnose(implied, d, k, eps)
     return None
 
 
@@ -72,7 +92,7 @@ _SPECTRA = [np.array([3.0, 3.0, 3.0, 3.0]), np.array([5.0, 1.0, 0.2, 0.0]), np.a
 
 @check("check_entropy_rank")
 def check_entropy_rank(rank_fn: Callable) -> str | None:
-    """``rank_fn(sigma)`` (1-D array of singular values) → exp(−Σ p log p), p = σ / Σσ."""
+    """``entropy_rank(sigma)`` (1-D array of singular values) → exp(−Σ p log p), p = σ / Σσ."""
     from ..growth.diagnostics import entropy_rank
 
     for sigma in _SPECTRA:
@@ -88,43 +108,33 @@ def check_entropy_rank(rank_fn: Callable) -> str | None:
             return "normalise the singular values themselves, p = σ / Σσ, not their squares"
         if math.isclose(got, float((sigma > 0).sum()), rel_tol=1e-9):
             return "counting non-zero singular values is the algebraic rank; weigh them by p = σ / Σσ instead"
-        return f"for σ = {sigma.tolist()} your rank is {got:.4g}, the kit's is {ref:.4g}"
+        if math.isclose(got, float(sigma.size), rel_tol=1e-9):
+            return "the length of σ is the full rank; the effective rank weighs each σ by p = σ / Σσ"
+        return generic(f"for σ = {sigma.tolist()} your rank is {got:.4g}, the kit's is {ref:.4g}")
     return None
 
 
-def _units_np(d, k):
-    u, v = _units(d, k)
-    return u.numpy(), v.numpy()
+def _rows(c_of: Callable[[float], float], s_sign: float = 1.0, swap: bool = False, vv: bool = True) -> Callable:
+    """A wrong ``rotate_rows``: the formula with one slip."""
+    def rotate_rows(x, d, eps):
+        x = np.asarray(x, dtype=float)
+        D = x.shape[-1]
+        c, s = c_of(eps), s_sign * eps
+        if swap:
+            c, s = s, c
+        u, v = (t.numpy() for t in _units(d, D - d))
+        a, b = (x @ u)[:, None], (x @ v)[:, None]
+        return x + ((c - 1) * a - s * b) * u + (s * a + ((c - 1) * b if vv else 0)) * v
+    return rotate_rows
 
 
-def _rotation(d, k, c, s, vv=True):
-    u, v = _units_np(d, k)
-    R = np.eye(d + k) + (c - 1) * np.outer(u, u) + s * (np.outer(v, u) - np.outer(u, v))
-    return R + ((c - 1) * np.outer(v, v) if vv else 0)
+def _cosine(eps: float) -> float:
+    return math.sqrt(1 - eps * eps)
 
 
-def _sign_flipped(d, k, eps):
-    return _rotation(d, k, math.sqrt(1 - eps * eps), -eps)
-
-
-def _swapped(d, k, eps):
-    return _rotation(d, k, eps, math.sqrt(1 - eps * eps))
-
-
-def _linear_cosine(d, k, eps):
-    return _rotation(d, k, 1 - eps, eps)
-
-
-def _no_vv(d, k, eps):
-    return _rotation(d, k, math.sqrt(1 - eps * eps), eps, vv=False)
-
-
-def _coordinate_givens(d, k, eps):
-    """A rotation of coordinates 0 and d instead of the all-ones directions."""
-    R = np.eye(d + k)
-    c, s = math.sqrt(1 - eps * eps), eps
-    R[0, 0], R[d, d], R[d, 0], R[0, d] = c, c, s, -s
-    return R
+def _block_means(x, d, eps):
+    x = np.asarray(x, dtype=float)
+    return _rows_with(x, d, _cosine(eps), eps, 1 / d, 1 / (x.shape[-1] - d))
 
 
 def _entropy_only(sigma):
@@ -137,9 +147,21 @@ def _squared(sigma):
     return float(np.exp(-(q * np.log(q)).sum()))
 
 
-#: Typical mistakes each check must reject (tests/test_exercises.py runs them).
+#: Typical mistakes each check must name (tests/test_exercises.py runs them): (answer, words).
 WRONG_ANSWERS = {
-    "check_srio_rotation": [_sign_flipped, _swapped, _linear_cosine, _no_vv, _coordinate_givens,
-                            lambda d, k, eps: np.eye(d + k), lambda d, k, eps: np.eye(d + k + 1)],
-    "check_entropy_rank": [_entropy_only, _squared, lambda s: float((s > 0).sum()), lambda s: float(len(s))],
+    "check_rotate_rows": [
+        (_rows(_cosine, s_sign=-1.0), "inverse rotation"),
+        (_rows(_cosine, swap=True), "swapped"),
+        (_rows(lambda e: 1 - e), "not orthogonal"),
+        (_rows(_cosine, vv=False), "not orthogonal"),
+        (_block_means, "not block means"),
+        (lambda x, d, eps: np.asarray(x), "R u should be"),
+        (lambda x, d, eps: np.asarray(x)[:, :d], "same shape"),
+    ],
+    "check_entropy_rank": [
+        (_entropy_only, "exponential"),
+        (_squared, "not their squares"),
+        (lambda s: float((s > 0).sum()), "algebraic rank"),
+        (lambda s: float(len(s)), "full rank"),
+    ],
 }

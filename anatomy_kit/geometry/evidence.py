@@ -1,16 +1,21 @@
 """The statistics chapter 4's verdicts rest on, each with its null model (chapter 4, *Geometric work*).
 
-Paper 2 makes three claims about work profiles over depth. Each is judged here against a null
-model, never by counting profiles:
+Paper 2 makes three claims about work profiles over depth. Each is decided by **one primary
+statistic**, fixed before the data: the profiles the claim names, each divided by its total and
+averaged over layers into one *composite* profile (:func:`composite_profile`; :data:`CLAIM_PROFILES`
+says which), judged against a null model. The single profiles are secondary readings, shown and
+never judged:
 
-- *raw work tracks the residual norm*: Spearman ρ of every raw profile with the mean residual
-  norm, with an exact or permutation p-value (:func:`anatomy_kit.stats.spearman`);
-- *normalised work is front-loaded*: the share of the scale-normalised work in the first third
-  of the layers against the same share in shuffled layer orders (:func:`front_loading_null`);
-- *GW goes with sensitivity more than topology*: ρ(GW, λ) − ρ(topology, λ) against per-layer
-  swaps of the two statistics (:func:`association_difference_null`).
+- *raw work tracks the residual norm*: Spearman ρ of the composite of the three raw profiles with
+  the mean residual norm, exact or permutation p (:func:`anatomy_kit.stats.spearman`);
+- *normalised work is front-loaded*: the share of the composite of the six scale-normalised
+  profiles in the first third of the layers against shuffled layer orders (:func:`front_loading_null`);
+- *GW goes with sensitivity more than topology*: ρ(GW, λ) − ρ(topology, λ) of the composites of
+  the three GW and the three topology profiles against per-layer swaps of the two
+  (:func:`association_difference_null`).
 
-:func:`model_evidence` computes all of them for one model's work-profiles bundle.
+:func:`model_evidence` computes all of them, and the single-profile readings, for one model's
+work-profiles bundle.
 """
 
 from __future__ import annotations
@@ -28,10 +33,17 @@ from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .diagnostics import front_loading
 from .profiles import ProfileBundle
 
-__all__ = ["front_loading_null", "SwapNull", "association_difference_null", "ModelEvidence", "model_evidence",
-           "SCALE_FREE"]
+__all__ = ["composite_profile", "front_loading_null", "SwapNull", "association_difference_null", "ModelEvidence",
+           "model_evidence", "SCALE_FREE", "CLAIM_PROFILES"]
 
 SCALE_FREE = ("spherical", "hyperbolic")
+#: The profiles (statistics, geometries) whose composite is each claim's primary statistic: exactly the
+#: profiles the claim names, so that no single profile is picked after seeing the data.
+CLAIM_PROFILES = {
+    "raw_tracks_norm": (("shift", "gw", "topology"), ("raw",)),
+    "normalised_front_loaded": (("shift", "gw", "topology"), SCALE_FREE),
+    "gw_vs_sensitivity": (("gw", "topology"), ("raw", "spherical", "hyperbolic")),
+}
 
 
 def _profile_matrix(profiles: Any) -> np.ndarray:
@@ -47,8 +59,18 @@ def _profile_matrix(profiles: Any) -> np.ndarray:
     return p
 
 
+def composite_profile(profiles: Any) -> np.ndarray:
+    """The average (L,) of several depth profiles, each first divided by its total (chapter 4).
+
+    ``profiles``: (L,), (L, k) or ``{name: (L,)}``, non-negative with a positive total each. Each
+    profile weighs the same whatever its units; the result sums to 1. One profile: itself, unit-sum.
+    """
+    p = _profile_matrix(profiles)
+    return (p / p.sum(axis=0)).mean(axis=1)
+
+
 def front_loading_null(profiles: Any, fraction: float = 1 / 3, *, n_perm: int = 10_000,
-                       seed: int = 0) -> PermutationNull:
+                       seed: int = 0, keep_edges: bool = False) -> PermutationNull:
     """Front-loading of one or several depth profiles against shuffled layer orders (chapter 4).
 
     ``profiles``: (L,), (L, k) or ``{name: (L,)}``. Each profile is divided by its total, the
@@ -56,14 +78,24 @@ def front_loading_null(profiles: Any, fraction: float = 1 / 3, *, n_perm: int = 
     in the first ``round(fraction·L)`` layers (:func:`front_loading`; for one profile, its own
     share). The null shuffles the layer order, the same shuffle for every profile (so their
     correlation is kept): its mean is exactly ``round(fraction·L)/L``. One-sided, ``greater``.
+    ``keep_edges=True`` keeps the first and the last layer in place and shuffles only the layers
+    between them (needs L ≥ 4): a null for a profile whose edge layers are special by position
+    (the first layer reads the token embedding, the last writes for the unembedding).
     """
-    p = _profile_matrix(profiles)
+    q = composite_profile(profiles)
     fraction = check_positive("fraction", fraction)
     if fraction >= 1:
         raise AnatomyKitError(f"fraction={fraction!r} must be in (0, 1)")
-    q = (p / p.sum(axis=0)).mean(axis=1)
-    return permutation_null(lambda order: front_loading(q[order.astype(int)], fraction), np.arange(len(q)),
-                            n_perm=n_perm, seed=seed, alternative="greater")
+    if not isinstance(keep_edges, bool):
+        raise AnatomyKitError(f"keep_edges must be True or False, got {keep_edges!r}")
+    if not keep_edges:
+        return permutation_null(lambda order: front_loading(q[order.astype(int)], fraction), np.arange(len(q)),
+                                n_perm=n_perm, seed=seed, alternative="greater")
+    if len(q) < 4:
+        raise AnatomyKitError(f"keep_edges needs at least 4 layers to shuffle the inner ones, got {len(q)}")
+    last = len(q) - 1
+    return permutation_null(lambda inner: front_loading(q[np.r_[0, inner.astype(int), last]], fraction),
+                            np.arange(1, last), n_perm=n_perm, seed=seed, alternative="greater")
 
 
 def _centred_ranks(name: str, x: Any, n: int | None = None) -> np.ndarray:
@@ -124,16 +156,29 @@ def association_difference_null(a: Any, b: Any, target: Any, *, n_perm: int = 10
 
 @dataclass(frozen=True)
 class ModelEvidence:
-    """One model's evidence for the three claims (chapter 4). Keys are ``"statistic/geometry"``
-    (profile correlations) or geometry names (the GW-against-topology comparison)."""
+    """One model's evidence for the three claims (chapter 4): the primary statistic of each
+    (``raw_norm``, ``front``, ``gw_vs_topology``, on the composites of :data:`CLAIM_PROFILES`) and the
+    secondary readings. Keys are ``"statistic/geometry"`` (single profiles) or geometry names."""
 
     model: str
     n_layers: int
+    raw_norm: SpearmanResult                          # primary: composite raw profile vs the mean residual norm
+    raw_growth: SpearmanResult | None                 # composite raw profile vs the FFN's own norm increment
+    front: PermutationNull                            # primary: the six scale-normalised profiles together
+    front_edges_fixed: PermutationNull                # the same share against shuffles of the inner layers only
+    gw_vs_topology: SwapNull                          # primary: ρ(GW, λ) − ρ(topology, λ) of the composites
+    gw_sensitivity: SpearmanResult                    # composite GW profile vs λ
+    topology_sensitivity: SpearmanResult              # composite topology profile vs λ
     norm_correlation: dict[str, SpearmanResult]       # every profile vs the mean residual norm
-    front: PermutationNull                            # the six scale-normalised profiles together
     front_by_profile: dict[str, PermutationNull]      # each scale-normalised profile alone
     sensitivity_correlation: dict[str, SpearmanResult]  # every profile vs λ
     gw_minus_topology: dict[str, SwapNull]            # ρ(gw/g, λ) − ρ(topology/g, λ), per geometry g
+
+
+def _claim_profiles(P: Any, claim: str) -> dict[str, np.ndarray]:
+    statistics, geometries = CLAIM_PROFILES[claim]
+    return {f"{s}/{g}": P.profile(s, g) for s in statistics for g in geometries
+            if s in P.statistics and g in P.geometries}
 
 
 def model_evidence(name: str, bundle: ProfileBundle, *, fraction: float = 1 / 3, n_perm: int = 10_000,
@@ -141,20 +186,32 @@ def model_evidence(name: str, bundle: ProfileBundle, *, fraction: float = 1 / 3,
     """:class:`ModelEvidence` of one model's work-profiles bundle (chapter 4).
 
     Needs the bundle's sensitivity and its ``meta["residual_norm"]`` (both written by
-    :func:`anatomy_kit.geometry.measure_work`).
+    :func:`anatomy_kit.geometry.measure_work`) and every profile :data:`CLAIM_PROFILES` names.
     """
     P = bundle.profiles
     if bundle.sensitivity is None or "residual_norm" not in bundle.meta:
         raise AnatomyKitError(f"the bundle of {name!r} lacks the sensitivity or meta['residual_norm']; "
                               "measure it with anatomy_kit.geometry.measure_work")
+    for claim, (statistics, geometries) in CLAIM_PROFILES.items():
+        missing = [f"{s}/{g}" for s in statistics for g in geometries if s not in P.statistics or g not in P.geometries]
+        if missing:
+            raise AnatomyKitError(f"the profiles of {name!r} lack {missing}, which the claim {claim!r} needs")
     norm, lam = np.asarray(bundle.meta["residual_norm"], dtype=np.float64), bundle.sensitivity
-    corr = lambda target: {f"{s}/{g}": spearman(p, target, n_perm=n_perm, seed=seed)  # noqa: E731
-                           for s, g, p in P.items()}
-    free = {f"{s}/{g}": P.profile(s, g) for s in P.statistics for g in P.geometries if g in SCALE_FREE}
-    if not free:
-        raise AnatomyKitError(f"the profiles of {name!r} have no scale-normalised geometry {SCALE_FREE}")
+    rank = lambda p, target: spearman(p, target, n_perm=n_perm, seed=seed)  # noqa: E731
+    corr = lambda target: {f"{s}/{g}": rank(p, target) for s, g, p in P.items()}  # noqa: E731
+    raw = composite_profile(_claim_profiles(P, "raw_tracks_norm"))
+    free = _claim_profiles(P, "normalised_front_loaded")
+    gw = composite_profile({k: v for k, v in _claim_profiles(P, "gw_vs_sensitivity").items() if k.startswith("gw/")})
+    top = composite_profile({k: v for k, v in _claim_profiles(P, "gw_vs_sensitivity").items()
+                             if k.startswith("topology/")})
+    growth = bundle.residual_norm_growth
     diff = {g: association_difference_null(P.profile("gw", g), P.profile("topology", g), lam, n_perm=n_perm, seed=seed)
-            for g in P.geometries if {"gw", "topology"} <= set(P.statistics)}
-    return ModelEvidence(name, len(P.layers), corr(norm), front_loading_null(free, fraction, n_perm=n_perm, seed=seed),
-                         {k: front_loading_null(v, fraction, n_perm=n_perm, seed=seed) for k, v in free.items()},
-                         corr(lam), diff)
+            for g in P.geometries}
+    return ModelEvidence(
+        name, len(P.layers), raw_norm=rank(raw, norm), raw_growth=None if growth is None else rank(raw, growth),
+        front=front_loading_null(free, fraction, n_perm=n_perm, seed=seed),
+        front_edges_fixed=front_loading_null(free, fraction, n_perm=n_perm, seed=seed, keep_edges=True),
+        gw_vs_topology=association_difference_null(gw, top, lam, n_perm=n_perm, seed=seed),
+        gw_sensitivity=rank(gw, lam), topology_sensitivity=rank(top, lam), norm_correlation=corr(norm),
+        front_by_profile={k: front_loading_null(v, fraction, n_perm=n_perm, seed=seed) for k, v in free.items()},
+        sensitivity_correlation=corr(lam), gw_minus_topology=diff)

@@ -53,7 +53,7 @@ import numpy as np
 from ..validate import AnatomyKitError, check_choice, check_finite, check_int, check_positive
 
 __all__ = ["GEOMETRIES", "GW_CONVENTIONS", "DEFAULT_RADIUS", "hyperbolic_from_angle", "pairwise_distances",
-           "matched_distances", "gw_identity", "GW_STARTS", "gw_local_optima", "gw_optimal"]
+           "matched_distances", "gw_identity", "gw_objective", "GW_STARTS", "gw_local_optima", "gw_optimal"]
 
 GEOMETRIES = ("raw", "spherical", "hyperbolic")
 GW_CONVENTIONS = ("distortion", "pot", "memoli")
@@ -167,6 +167,27 @@ def gw_identity(dx: Any, dy: Any, *, convention: str = "distortion") -> float:
     """
     dx, dy = _square_pair(dx, dy)
     return _gw_convert(np.mean((dx - dy) ** 2), convention)
+
+
+def gw_objective(dx: Any, dy: Any, coupling: Any, *, convention: str = "distortion") -> float:
+    """GW distortion of a given coupling between distance matrices (n, n) (chapter 4, *Geometric work*).
+
+    ``coupling`` T (n, n): non-negative, summing to 1. The objective is POT's square loss
+    ``Σ_ijkl (dx_ik − dy_jl)² T_ij T_kl``, evaluated in O(n³) as
+    ``pᵀ(dx∘dx)p + qᵀ(dy∘dy)q − 2⟨T, dx·T·dy⟩`` with the marginals ``p = T·1``, ``q = Tᵀ·1``;
+    reported in ``convention`` (module docstring). ``T = I/n`` gives :func:`gw_identity`.
+    """
+    dx, dy = _square_pair(dx, dy)
+    t = np.asarray(coupling, dtype=np.float64)
+    if t.shape != dx.shape:
+        raise AnatomyKitError(f"coupling must have the shape {dx.shape} of the distance matrices, got {t.shape}")
+    check_finite("coupling", t)
+    if (t < 0).any() or not math.isclose(float(t.sum()), 1.0, rel_tol=1e-9 * t.size, abs_tol=0.0):
+        raise AnatomyKitError(f"coupling must be non-negative and sum to 1, got sum {float(t.sum())!r} "
+                              f"and minimum {float(t.min())!r}")
+    p, q = t.sum(axis=1), t.sum(axis=0)
+    objective = p @ (dx * dx) @ p + q @ (dy * dy) @ q - 2.0 * float(np.sum(t * (dx @ t @ dy.T)))
+    return _gw_convert(objective, convention)
 
 
 def _start_couplings(n: int, starts: Any, n_random: int, seed: int) -> dict[str, np.ndarray | None]:

@@ -35,6 +35,7 @@ from ..hf.surgery import clone_layer, layer_parameter_names
 from ..jsonio import read_json, write_json
 from ..lm.model import LMConfig, build_lm
 from ..lm.train import TrainConfig, TrainResult, train
+from ..progress import progress_line
 from ..validate import AnatomyKitError, check_int, check_positive
 from .phases import GrowthSchedule, Phase
 
@@ -257,8 +258,8 @@ def run_many(jobs: list[GrowthJob], train_blocks: Any, eval_blocks: Any, *, proc
 
     def say(k: int, r: GrowthResult) -> None:
         if verbose:
-            print(f"[{k}/{len(jobs)}] {r.label}, seed {r.seed}: eval loss {r.final_eval_loss:.4f}, "
-                  f"{r.train_seconds():.1f} s of optimiser steps", flush=True)
+            progress_line(f"[{k}/{len(jobs)}] {r.label}, seed {r.seed}: eval loss {r.final_eval_loss:.4f}, "
+                          f"{r.train_seconds():.1f} s of optimiser steps")
 
     if processes == 1 or len(jobs) <= 1:
         before, out = torch.get_num_threads(), []

@@ -5,7 +5,8 @@ Chapter 6, *Growing the residual stream*. :func:`grid_jobs` lists every training
 ``TrainConfig``, the runs it starts from); :func:`run_jobs` trains them in dependency waves, each
 wave one :func:`anatomy_kit.lm.train_many` call (runs side by side in worker processes), every run
 into its own checkpoint folder under ``root``, so a rerun resumes and a finished grid only
-collects. Runs of one seed share the small model and read one token stream: the small run reads
+collects. The key arms (``recipe.key_arms``) may train on more seeds than the others (``key_seeds``,
+:func:`arm_seeds`). Runs of one seed share the small model and read one token stream: the small run reads
 positions ``0 … steps_small``, its grown continuations go on from there (``data_start``), and the
 cold start reads the whole stream from 0, so grown and cold runs see the same tokens.
 
@@ -26,10 +27,11 @@ from anatomy_kit.growth.starts import START_FILE, fresh_model, grown_model
 from anatomy_kit.lm.batches import batch_indices, rows_of
 from anatomy_kit.lm.pool import train_many
 from anatomy_kit.lm.shards import current_shard
+from anatomy_kit.lm.speed import training_precision
 from anatomy_kit.lm.train import TrainConfig, TrainResult
 from anatomy_kit.validate import AnatomyKitError, check_int
 
-__all__ = ["GrowthJob", "GridPaths", "grid_jobs", "waves", "run_jobs", "stage_name", "cold_name"]
+__all__ = ["GrowthJob", "GridPaths", "arm_seeds", "grid_jobs", "waves", "run_jobs", "stage_name", "cold_name"]
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,12 @@ def stage_name(condition: str | None, stage: int, width: int, seed: int) -> str:
 def train_config(recipe: GrowthRecipe, steps: int, seed: int, folder: Path, device: str, *, data_start: int = 0,
                  desc: str = "") -> TrainConfig:
     """The AdamW recipe of every run (fresh warm-up and cosine per run); ``data_start`` in steps."""
-    cuda = str(device).startswith("cuda")
     rows = recipe.batch_size * recipe.grad_accum
     return TrainConfig(steps=steps, batch_size=recipe.batch_size, grad_accum=recipe.grad_accum, lr=recipe.lr,
                        warmup=min(recipe.warmup_steps, steps), weight_decay=recipe.weight_decay,
                        eval_every=recipe.eval_every, eval_batches=recipe.eval_batches, seed=seed,
                        checkpoint_dir=str(folder), device=str(device), data_start=data_start * rows,
-                       precision=recipe.precision if cuda else "fp32", progress=False, desc=desc)
+                       precision=training_precision(recipe.precision, device), progress=False, desc=desc)
 
 
 def learn_batches(recipe: GrowthRecipe, train_blocks, seed: int, start_step: int) -> list:
@@ -105,7 +106,7 @@ def _grow_job(recipe: GrowthRecipe, paths: GridPaths, name: str, source: str, so
     build = functools.partial(grown_model, source_cfg, str(paths.run(source)), new_d, condition,
                               str(paths.start(name)), gate_tokens=gate_tokens, batches=batches,
                               learn_steps=recipe.learn_steps, learn_lr=recipe.learn_lr,
-                              learn_lr_angle=recipe.learn_lr_angle, seed=seed)
+                              learn_lr_angle=recipe.learn_lr_angle, seed=seed, device=str(device))
     cfg = train_config(recipe, steps, seed, paths.run(name), device, data_start=start_step, desc=name)
     return GrowthJob(name, chain, seed, build, cfg, (source,), param_count(recipe.config(new_d)) * steps)
 
@@ -116,21 +117,35 @@ def _fresh_job(recipe, paths, name, width, steps, seed, chain, device) -> Growth
     return GrowthJob(name, chain, seed, build, cfg, (), param_count(recipe.config(width)) * steps)
 
 
-def grid_jobs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, train_blocks, *, device: str = "cpu",
-              ms_seeds: list[int] | None = None) -> list[GrowthJob]:
-    """Every run of the grid for ``seeds`` (multi-stage for ``ms_seeds``, a prefix of them); names unique."""
-    recipe = recipe.validate()
+def arm_seeds(recipe: GrowthRecipe, seeds: list[int], key_seeds: list[int] | None = None) -> dict[str, list[int]]:
+    """``{"small" or condition: [seeds]}``: every condition trains on ``seeds``, the recipe's key arms
+    (``recipe.key_arms``) and the small models they grow from on ``key_seeds`` (default: ``seeds``),
+    which must hold every seed of ``seeds`` (chapter 6: 6 paired seeds for the key comparison)."""
     if not seeds or len(set(seeds)) != len(seeds):
         raise AnatomyKitError(f"seeds={seeds!r} must be a non-empty list of distinct seeds")
+    key = list(seeds if key_seeds is None else key_seeds)
+    if len(set(key)) != len(key) or not set(seeds) <= set(key):
+        raise AnatomyKitError(f"key_seeds={key_seeds!r} must be distinct and hold every seed of seeds={seeds!r}")
+    out = {"small": key}
+    out.update({c: list(key if c in recipe.key_arms else seeds) for c in recipe.conditions})
+    return out
+
+
+def grid_jobs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, train_blocks, *, device: str = "cpu",
+              ms_seeds: list[int] | None = None, key_seeds: list[int] | None = None) -> list[GrowthJob]:
+    """Every run of the grid: each condition on ``seeds``, the key arms on ``key_seeds`` too
+    (:func:`arm_seeds`), multi-stage for ``ms_seeds`` (among ``seeds``); names unique."""
+    recipe = recipe.validate()
+    by_arm = arm_seeds(recipe, seeds, key_seeds)
     ms_seeds = list(ms_seeds or [])
     if ms_seeds and (not recipe.ms_widths or not set(ms_seeds) <= set(seeds)):
         raise AnatomyKitError(f"ms_seeds={ms_seeds!r} need recipe.ms_widths and must be among seeds={seeds!r}")
     jobs: dict[str, GrowthJob] = {}
     total = recipe.steps_small + recipe.steps_grown
-    for chain, s in enumerate(seeds):
+    for chain, s in enumerate(by_arm["small"]):
         small = small_name(recipe, s)
         jobs[small] = _fresh_job(recipe, paths, small, recipe.d_small, recipe.steps_small, s, chain, device)
-        for c in recipe.conditions:
+        for c in (c for c in recipe.conditions if s in by_arm[c]):
             if c == "cold":
                 name = cold_name(recipe.d_large, total, s)
                 jobs[name] = _fresh_job(recipe, paths, name, recipe.d_large, total, s, chain, device)

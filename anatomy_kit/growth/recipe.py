@@ -26,20 +26,23 @@ from anatomy_kit.growth.srio import OPERATORS
 from anatomy_kit.growth.expansion import EXPANSIONS
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_int, check_positive
 
-__all__ = ["Condition", "CONDITIONS", "FULL_RECIPE", "GrowthRecipe", "gpt_config", "param_count",
+__all__ = ["Condition", "CONDITIONS", "FULL_RECIPE", "KEY_CONDITIONS", "GrowthRecipe", "gpt_config", "param_count",
            "steps_by_params", "paper_d256_d384", "paper_multistage"]
 
 
 @dataclass(frozen=True)
 class Condition:
     """One arm of the grid: ``operator`` (None: cold start at the large width), expansion, gate, and
-    for ``srio-so`` the angle ``eps`` (None: ε* = √(k/D))."""
+    for ``srio-so`` the angle ``eps`` (None: ε* = √(k/D)). ``untied_head`` (NRIO only): after growth
+    the LM head becomes a copy of the embedding with a zero bias, so the arm has exactly the
+    parameters of the folded arms (whose folding unties the head) and the same function as NRIO."""
 
     name: str
     operator: str | None
     expansion: str = "block"
     gated: bool = True
     eps: float | None = None
+    untied_head: bool = False
 
     def __post_init__(self) -> None:
         if self.operator is not None:
@@ -47,6 +50,9 @@ class Condition:
         check_choice("expansion", self.expansion, EXPANSIONS)
         if self.eps is not None and self.operator != "srio-so":
             raise AnatomyKitError(f"eps={self.eps} is only a setting of operator 'srio-so', not {self.operator!r}")
+        if self.untied_head and self.operator != "nrio":
+            raise AnatomyKitError(f"untied_head is a setting of operator 'nrio' (the folded operators untie the "
+                                  f"head themselves), not of {self.operator!r}")
 
     @property
     def slug(self) -> str:
@@ -55,12 +61,16 @@ class Condition:
 
 
 #: The arms of chapter 6. "srio-so" is the full recipe (rotation at ε*, block-specific
-#: expansion, gate); each ablation changes one component of it. "srio-so/eps-0" folds the norms
-#: and unties the head as SRIO does but does not rotate (ε = 0): the same function as NRIO, the
-#: parametrisation of SRIO, so it separates the rotation from the folding.
+#: expansion, gate); each ablation changes one component of it. Folding the norms unties the LM
+#: head (more parameters), so two controls separate what SRIO changes: "nrio/untied" is NRIO with
+#: an untied head and a head bias (parameter-matched with the folded arms, not folded), and
+#: "srio-so/eps-0" folds the norms as SRIO does but does not rotate (ε = 0). All three compute
+#: NRIO's function at growth: nrio → nrio/untied → srio-so/eps-0 → srio-so adds the untied head,
+#: then the folding, then the rotation.
 CONDITIONS = {c.name: c for c in (
     Condition("srio-so", "srio-so"),
     Condition("nrio", "nrio"),
+    Condition("nrio/untied", "nrio", untied_head=True),
     Condition("srio-so/eps-0", "srio-so", eps=0.0),
     Condition("srio-lo", "srio-lo"),
     Condition("mrio", "mrio"),
@@ -72,6 +82,9 @@ CONDITIONS = {c.name: c for c in (
     Condition("cold", None),
 )}
 FULL_RECIPE = "srio-so"
+#: The arms of the key comparisons (the full recipe, its parameter-matched NRIO, the ε = 0 control
+#: and the paper's tied NRIO): chapter 6 trains them on more seeds than the other arms.
+KEY_CONDITIONS = ("srio-so", "nrio/untied", "srio-so/eps-0", "nrio")
 
 
 def gpt_config(vocab_size: int, n_layers: int, d_model: int, head_dim: int, block_size: int) -> GPTConfig:
@@ -132,6 +145,7 @@ class GrowthRecipe:
     ms_total_steps: int = 0
     ms_operators: tuple[str, ...] = ("srio-so", "nrio", "srio-so/eps-0")  # conditions, closed-form
     conditions: tuple[str, ...] = field(default_factory=lambda: tuple(CONDITIONS))
+    key_conditions: tuple[str, ...] = KEY_CONDITIONS   # trained on the key seeds (those among conditions)
 
     def validate(self) -> "GrowthRecipe":
         for name in ("vocab_size", "n_layers", "head_dim", "block_size", "batch_size", "steps_small", "steps_grown",
@@ -145,6 +159,8 @@ class GrowthRecipe:
             gpt_config(self.vocab_size, self.n_layers, d, self.head_dim, self.block_size)
         for c in self.conditions:
             check_choice("condition", c, CONDITIONS)
+        for c in self.key_conditions:
+            check_choice("key condition", c, CONDITIONS)
         if FULL_RECIPE not in self.conditions:
             raise AnatomyKitError(f"conditions={list(self.conditions)} must include {FULL_RECIPE!r}, the full recipe "
                                   "every ablation is compared with")
@@ -171,6 +187,11 @@ class GrowthRecipe:
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.grad_accum * self.block_size
+
+    @property
+    def key_arms(self) -> tuple[str, ...]:
+        """The key conditions that this recipe trains (``key_conditions`` among ``conditions``)."""
+        return tuple(c for c in self.key_conditions if c in self.conditions)
 
     def config(self, d_model: int) -> GPTConfig:
         return gpt_config(self.vocab_size, self.n_layers, d_model, self.head_dim, self.block_size)

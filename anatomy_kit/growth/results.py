@@ -15,7 +15,7 @@ import torch
 
 from anatomy_kit.growth import srio
 from anatomy_kit.growth.diagnostics import OutputSpectrum, SpikeHeal, output_spectra, spike_and_heal
-from anatomy_kit.growth.experiment import GridPaths, cold_name, grown_name, small_name, stage_name
+from anatomy_kit.growth.experiment import GridPaths, arm_seeds, cold_name, grown_name, small_name, stage_name
 from anatomy_kit.growth.gpt import set_gate
 from anatomy_kit.growth.recipe import CONDITIONS, GrowthRecipe
 from anatomy_kit.growth.starts import load_start, start_meta, trained_model
@@ -23,8 +23,8 @@ from anatomy_kit.lm.loss import evaluate
 from anatomy_kit.stats import PairedComparison, paired_difference
 from anatomy_kit.validate import AnatomyKitError
 
-__all__ = ["GrownRun", "run_name", "collect_runs", "final_losses", "paired_vs", "paper_orderings",
-           "run_spectra", "preservation", "multistage_curves"]
+__all__ = ["GrownRun", "run_name", "collect_runs", "final_losses", "paired_vs", "ATTRIBUTION_STEPS", "attribution",
+           "paper_orderings", "run_spectra", "preservation", "multistage_curves"]
 
 
 @dataclass
@@ -62,11 +62,13 @@ def _start_losses(path, eval_blocks, batch_size: int, eval_batches: int | None) 
 
 
 def collect_runs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, results: Mapping[str, Any],
-                 eval_blocks) -> dict[str, dict[int, GrownRun]]:
-    """``{condition: {seed: GrownRun}}`` for "small", every grown condition and "cold"."""
+                 eval_blocks, *, key_seeds: list[int] | None = None) -> dict[str, dict[int, GrownRun]]:
+    """``{condition: {seed: GrownRun}}`` for "small", every grown condition and "cold", each on its
+    seeds (:func:`~anatomy_kit.growth.experiment.arm_seeds`: the key arms on ``key_seeds`` too)."""
+    by_arm = arm_seeds(recipe, seeds, key_seeds)
     out: dict[str, dict[int, GrownRun]] = {}
     for cond in ("small", *recipe.conditions):
-        for s in seeds:
+        for s in by_arm[cond]:
             name = run_name(recipe, cond, s)
             if name not in results or results[name] is None:
                 raise AnatomyKitError(f"run {name!r} has no result; train the grid (all shards) first")
@@ -89,11 +91,27 @@ def final_losses(runs: Mapping[str, Mapping[int, GrownRun]]) -> dict[str, dict[i
 
 
 def paired_vs(final: Mapping[str, Mapping[int, float]], a: str, b: str) -> PairedComparison:
-    """``final[a] − final[b]`` seed by seed (nats/token)."""
+    """``final[a] − final[b]`` seed by seed (nats/token), on the seeds both arms trained."""
     for c in (a, b):
         if c not in final:
             raise AnatomyKitError(f"condition {c!r} has no results; trained: {sorted(final)}")
-    return paired_difference(final[a], final[b], unit="nats/token")
+    shared = set(final[a]) & set(final[b])
+    return paired_difference({s: x for s, x in final[a].items() if s in shared},
+                             {s: x for s, x in final[b].items() if s in shared}, unit="nats/token")
+
+
+#: What the full recipe changes against the paper's NRIO, one step at a time (chapter 6): each step's
+#: arm minus the arm before it; the three differences add up to the full recipe minus NRIO.
+ATTRIBUTION_STEPS = (("untie the head", "nrio", "nrio/untied"),
+                     ("fold the norms", "nrio/untied", "srio-so/eps-0"),
+                     ("rotate by ε*", "srio-so/eps-0", "srio-so"))
+
+
+def attribution(final: Mapping[str, Mapping[int, float]]) -> dict[str, PairedComparison]:
+    """``{step: (after − before), paired over seeds}`` along :data:`ATTRIBUTION_STEPS` (negative: the
+    step lowers the final loss), for the steps whose two arms were trained."""
+    return {step: paired_vs(final, after, before) for step, before, after in ATTRIBUTION_STEPS
+            if before in final and after in final}
 
 
 def paper_orderings(reference: Mapping, final: Mapping[str, Mapping[int, float]]) -> dict[str, tuple]:

@@ -1,9 +1,13 @@
 """Uniform access to the insides of Hugging Face decoder-only models.
 
-Works for the Llama, Mistral, Qwen, Gemma and SmolLM families (``model.model.layers``)
-and GPT-2 style models (``model.transformer.h``). Decoder layers of recent
-``transformers`` return a tensor, older ones a tuple whose first element is the
-hidden state: :func:`hidden_of` accepts both, keeping the whole batch.
+Works for the Llama, Mistral, Qwen, Gemma, Phi-3, OLMo and SmolLM families (``model.model.layers``),
+GPT-2 style models (``model.transformer.h``) and GPT-NeoX/Pythia (``model.gpt_neox.layers``); a
+model with another layout is searched for the one ``nn.ModuleList`` of ``config.num_hidden_layers``
+blocks, and a structure the kit cannot read raises :class:`StructureNotRecognised`, listing the module
+paths it found. Decoder layers of recent ``transformers`` return a tensor, older ones a tuple whose
+first element is the hidden state: :func:`hidden_of` accepts both, keeping the whole batch.
+:func:`attention_of` and :func:`mlp_of` give a layer's two sub-blocks, :func:`silenced` makes one
+contribute nothing for a ``with`` block (the layer report card drops them one at a time).
 
 Introduced in chapter 1 (*The ablation map*).
 """
@@ -30,36 +34,90 @@ MODULE_PATHS = {
 }
 
 
+class StructureNotRecognised(AnatomyKitError):
+    """The kit cannot find a model's decoder layers, final norm, attention or FFN (the layer report card).
+
+    The message lists the module paths the model has, so a user can see where its layers live.
+    """
+
+
+def module_paths(model: nn.Module, *, max_depth: int = 3, limit: int = 40) -> list[str]:
+    """Names of ``model``'s submodules down to ``max_depth`` dots, with their class (``"model.layers: ModuleList[30]"``)."""
+    out = []
+    for name, mod in model.named_modules():
+        if not name or name.count(".") >= max_depth:
+            continue
+        size = f"[{len(mod)}]" if isinstance(mod, nn.ModuleList) else ""
+        out.append(f"{name}: {type(mod).__name__}{size}")
+        if len(out) >= limit:
+            out.append("…")
+            break
+    return out
+
+
+def _not_recognised(model: nn.Module, what: str) -> StructureNotRecognised:
+    paths = "; ".join(module_paths(model)) or "(none)"
+    return StructureNotRecognised(f"cannot find {what} in {type(model).__name__}; its modules are: {paths}")
+
+
 def backbone(model: nn.Module) -> nn.Module:
     """The decoder stack (``LlamaModel``-like) inside a causal LM."""
     for attr in ("model", "transformer", "gpt_neox"):
         inner = getattr(model, attr, None)
         if isinstance(inner, nn.Module):
             return inner
-    if hasattr(model, "layers"):
+    if hasattr(model, "layers") or hasattr(model, "blocks"):     # the kit's own decoders (chapters 5, 6)
         return model
-    raise AnatomyKitError(f"cannot find the decoder stack of {type(model).__name__}; "
-                          "expected .model, .transformer or .gpt_neox")
+    raise _not_recognised(model, "the decoder stack (expected .model, .transformer or .gpt_neox)")
+
+
+def _layer_list_by_size(model: nn.Module) -> nn.ModuleList | None:
+    """The one ``nn.ModuleList`` of ``config.num_hidden_layers`` modules anywhere in ``model``, or ``None``."""
+    n = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    if not isinstance(n, int):
+        return None
+    found = [m for _, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m) == n]
+    return found[0] if len(found) == 1 else None
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The list of decoder layers, shape-agnostic: ``len(decoder_layers(m)) == L``."""
-    inner = backbone(model)
-    for attr in ("layers", "h"):
+    """The list of decoder layers, shape-agnostic: ``len(decoder_layers(m)) == L``.
+
+    Looked up as ``.layers``, ``.h`` or ``.blocks`` of the :func:`backbone`; failing that, the only
+    ``nn.ModuleList`` of ``config.num_hidden_layers`` modules (chapter 1; the report card's loader).
+    """
+    try:
+        inner = backbone(model)
+    except StructureNotRecognised:
+        inner = None
+    for attr in ("layers", "h", "blocks"):
         layers = getattr(inner, attr, None)
         if isinstance(layers, nn.ModuleList):
             return layers
-    raise AnatomyKitError(f"cannot find decoder layers in {type(inner).__name__}; expected .layers or .h")
+    layers = _layer_list_by_size(model)
+    if layers is None:
+        raise _not_recognised(model, "the decoder layers (expected .layers, .h or .blocks of the decoder stack, "
+                                     "or one ModuleList of config.num_hidden_layers blocks)")
+    return layers
+
+
+_NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_norm")
 
 
 def final_norm(model: nn.Module) -> nn.Module:
-    """The normalisation applied after the last decoder layer."""
-    inner = backbone(model)
-    for attr in ("norm", "ln_f", "final_layer_norm"):
-        mod = getattr(inner, attr, None)
-        if isinstance(mod, nn.Module):
-            return mod
-    raise AnatomyKitError(f"cannot find the final norm of {type(inner).__name__}")
+    """The normalisation applied after the last decoder layer (beside the layer list, by name)."""
+    layers = decoder_layers(model)
+    owners = [m for m in model.modules() if any(c is layers for c in m.children())]
+    try:
+        owners.append(backbone(model))
+    except StructureNotRecognised:
+        pass
+    for owner in owners:
+        for attr in _NORM_NAMES:
+            mod = getattr(owner, attr, None)
+            if isinstance(mod, nn.Module):
+                return mod
+    raise _not_recognised(model, f"the final norm (expected one of {', '.join(_NORM_NAMES)} beside the layers)")
 
 
 def mlp_of(layer: nn.Module) -> nn.Module:
@@ -68,7 +126,45 @@ def mlp_of(layer: nn.Module) -> nn.Module:
         mod = getattr(layer, attr, None)
         if isinstance(mod, nn.Module):
             return mod
-    raise AnatomyKitError(f"cannot find the FFN of {type(layer).__name__}; expected .mlp")
+    raise _not_recognised(layer, "the FFN of a decoder layer (expected .mlp, .feed_forward or .ffn)")
+
+
+def attention_of(layer: nn.Module) -> nn.Module:
+    """The attention block of one decoder layer (``self_attn``, ``attn``, ``attention``; the report card)."""
+    for attr in ("self_attn", "attn", "attention", "self_attention"):
+        mod = getattr(layer, attr, None)
+        if isinstance(mod, nn.Module):
+            return mod
+    raise _not_recognised(layer, "the attention of a decoder layer (expected .self_attn, .attn or .attention)")
+
+
+SUBLAYERS = ("attention", "mlp")
+
+
+def sublayer_of(layer: nn.Module, part: str) -> nn.Module:
+    """``attention_of`` or ``mlp_of`` by name (``part`` in :data:`SUBLAYERS`; the report card)."""
+    from ..validate import check_choice
+
+    check_choice("part", part, SUBLAYERS)
+    return attention_of(layer) if part == "attention" else mlp_of(layer)
+
+
+@contextmanager
+def silenced(module: nn.Module) -> Iterator[None]:
+    """Inside the block ``module``'s output hidden state is zero: a sub-block that adds nothing to the residual.
+
+    Zero passes unchanged through the norms some layers apply to a sub-block's output (RMSNorm or
+    LayerNorm without bias of 0 is 0; Gemma 2/3, OLMo 2), so the layer computes ``h + 0``. Used by
+    the report card to drop only a layer's attention or only its MLP, on any architecture.
+    """
+    def zero(mod, args, output):
+        return replace_hidden(output, torch.zeros_like(hidden_of(output)))
+
+    handle = module.register_forward_hook(zero)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def hidden_of(output) -> torch.Tensor:

@@ -1,0 +1,144 @@
+"""``python -m anatomy_kit card MODEL`` and ``card --compare A.json B.json …`` (the book page *Your model's report card*).
+
+:func:`add_card_parser` adds the subcommand to the kit's command line (:mod:`anatomy_kit.book.cli`);
+:func:`run_card` carries it out and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from ..validate import AnatomyKitError
+from .settings import DTYPES, CardSettings
+
+__all__ = ["add_card_parser", "run_card", "parse_budget", "save_pruned_k"]
+
+EXAMPLES = """examples:
+  python -m anatomy_kit card embedded --quick
+  python -m anatomy_kit card HuggingFaceTB/SmolLM2-135M --corpus notes.txt --tokens 4096 -K 8 --out card-smollm2
+  python -m anatomy_kit card ./my-model --save-pruned 4 ./my-model-pruned
+  python -m anatomy_kit card --compare card-a/card.json card-b/card.json --out compared
+"""
+
+
+def parse_budget(text: str) -> float:
+    """``"0.75"`` or ``"75%"`` → 0.75 (a fraction of today's FFN parameters)."""
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ffn-budget {text!r}: give a fraction like 0.75 or a percentage like 75%") \
+            from None
+
+
+def add_card_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``card`` subcommand to an ``argparse`` subparsers object."""
+    d = CardSettings()
+    p = sub.add_parser("card", help="the layer report card of a causal LM", epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Measure a model's layers (causal and cheap signals, agreement, measured pruning, "
+                                   "FFN widths) and write card.html, card.md and card.json.")
+    p.add_argument("model", nargs="?", help="'embedded', a folder with config.json, or a hub id")
+    p.add_argument("--corpus", default="python-docs",
+                   help="a data_manifest corpus, a local .txt/.jsonl file, or a datasets id (default python-docs)")
+    p.add_argument("--tokens", type=int, default=d.tokens, help=f"evaluation tokens (default {d.tokens})")
+    p.add_argument("--block-size", type=int, default=d.block_size, help=f"tokens per block (default {d.block_size})")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"blocks per pass (default {d.batch_size})")
+    p.add_argument("--calibration-tokens", type=int, default=d.calibration_tokens,
+                   help=f"tokens greedy removal chooses on (default {d.calibration_tokens})")
+    p.add_argument("-K", "--max-prune", type=int, default=None, help="prune k = 1..K layers (default L // 4, at most 5)")
+    p.add_argument("--random", type=int, default=d.n_random, help=f"random k-sets per k (default {d.n_random})")
+    p.add_argument("--geometry-tokens", type=int, default=d.geometry_tokens,
+                   help=f"tokens of the geometric-work clouds (default {d.geometry_tokens})")
+    p.add_argument("--ffn-budget", type=parse_budget, default=d.ffn_budget,
+                   help="FFN parameter budget of the width suggestion: 0.75 or 75%% of today's (default 0.75)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dtype", choices=DTYPES, default=d.dtype)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--quick", action="store_true", help="cheap signals only (no causal sweep, no measured pruning)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default card-<model>)")
+    p.add_argument("--cache", type=Path, default=None, help="cache folder (default <out>/cache)")
+    p.add_argument("--save-pruned", nargs=2, metavar=("K", "DIR"), default=None,
+                   help="save the model without greedy's K-set as a Hugging Face folder")
+    p.add_argument("--save-method", default="greedy", help="whose K-set --save-pruned removes (default greedy)")
+    p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="CARD.json",
+                   help="compare two or more finished cards (no model is loaded)")
+    return p
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).name if Path(name).exists() else name).strip("-") or "model"
+
+
+def _settings(args) -> CardSettings:
+    return CardSettings(tokens=args.tokens, block_size=args.block_size, batch_size=args.batch_size,
+                        calibration_tokens=args.calibration_tokens, max_prune=args.max_prune, n_random=args.random,
+                        geometry_tokens=args.geometry_tokens, ffn_budget=args.ffn_budget, dtype=args.dtype,
+                        quick=args.quick, seed=args.seed).validate()
+
+
+def save_pruned_k(args) -> int:
+    """K of ``--save-pruned K DIR`` (the book page *Your model's report card*), checked before any
+    measuring: a whole number of layers, at least 1, and no larger than ``-K`` when that is given (the
+    card measures pruned sets of 1..K layers only)."""
+    k_text, folder = args.save_pruned
+    if not k_text.isdigit() or int(k_text) < 1:
+        raise AnatomyKitError(f"--save-pruned {k_text!r} {folder!r}: K must be a whole number of layers, at least 1")
+    if args.max_prune is not None and int(k_text) > args.max_prune:
+        raise AnatomyKitError(f"--save-pruned {k_text}: the card measures pruned sets of 1..{args.max_prune} layers "
+                              f"(-K {args.max_prune}); give K ≤ {args.max_prune} or a larger -K")
+    return int(k_text)
+
+
+def _save_pruned(args, card, out_text) -> None:
+    from ..hf.evaluation import make_batches, perplexity
+    from ..hf.models import load_model
+    from .exports import save_pruned
+    from .settings import torch_dtype
+    from .text import card_text
+
+    k, folder = save_pruned_k(args), args.save_pruned[1]
+    drop = card.pruned_set(k, args.save_method)
+    loaded = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
+    save_pruned(loaded.model, drop, folder, loaded.tokenizer)
+    del loaded
+    again = load_model(folder, device=args.device, dtype=torch_dtype(args.dtype))
+    s = card.doc["settings"]
+    text = card_text(again.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    ppl = perplexity(again.model, make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device))
+    expected = card.pruned_ppl(k, args.save_method)
+    out_text.append(f"saved {folder} without layers {drop} (0-based); reloaded, it gives perplexity {ppl:.6g} on the "
+                    f"card's tokens (the card measured {expected:.6g}; relative gap {abs(ppl - expected) / expected:.1e})")
+
+
+def run_card(args) -> int:
+    """Carry out ``python -m anatomy_kit card`` (see ``--help``); errors propagate as :class:`AnatomyKitError`."""
+    from .compare import compare_cards, write_comparison
+
+    if args.compare:
+        if args.model:
+            raise AnatomyKitError("give either MODEL or --compare A.json B.json …, not both")
+        paths = write_comparison(compare_cards(args.compare), args.out or Path("card-compare"))
+        print(f"comparison: {paths['html']}")
+        return 0
+    if not args.model:
+        raise AnatomyKitError("give a MODEL ('embedded', a folder or a hub id) or --compare A.json B.json …")
+    if args.save_pruned and args.quick:
+        raise AnatomyKitError("--save-pruned needs the measured pruning of a full card; drop --quick")
+    if args.save_pruned:
+        save_pruned_k(args)                             # a bad K stops here, before any measuring
+    from .build import build_card
+    from .cache import check_out_folder
+
+    out = args.out or Path(f"card-{_slug(args.model)}")
+    check_out_folder(out, {"name": args.model})        # before any work; write() checks the checksum too
+    card = build_card(args.model, corpus=args.corpus, settings=_settings(args), device=args.device,
+                      cache_dir=args.cache or out / "cache")
+    paths = card.write(out)
+    lines = [repr(card), f"card: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"]
+    if args.save_pruned:
+        _save_pruned(args, card, lines)
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,85 @@
+"""How much computing a card takes: decoder-layer and LM-head passes per stage, and FLOPs on a bigger model.
+
+A stage's work is counted in *layer-tokens* (one token through one decoder layer) and *head-tokens*
+(one token through the LM head). :func:`card_passes` counts them exactly from a finished card (its
+greedy steps and measured sets say what ran); :func:`planned_passes` predicts them from the settings
+alone, for a model not yet measured (random k-sets start, on average, at layer (L − k)/(k + 1); the
+other proposals are assumed to do the same). :func:`card_flops` turns either into FLOPs with chapter 1's
+count (2 FLOPs per weight and token, plus 4·T·d per layer and token for the attention scores, T the
+block size; :mod:`anatomy_kit.book.estimates`). Layers that a causal edit or a pruned set skips still
+run (their output is then replaced), so they count. ``benchmarks/bench_card.py`` uses this to put a
+GPU estimate beside the CPU measurements. Used by the book page *Your model's report card*.
+"""
+
+from __future__ import annotations
+
+from ..book.estimates import ModelShape
+from .causal import CAUSAL_SIGNALS
+from .settings import CardSettings
+from .work import geometry_blocks
+
+__all__ = ["STAGES", "card_passes", "planned_passes", "card_flops"]
+
+STAGES = ("verification", "capture + cheap signals", "causal sweep", "geometric work", "greedy removal",
+          "pruned models")
+
+
+def _common(n_layers: int, block: int, n_eval_tokens: int, geometry_tokens: int, quick: bool) -> dict:
+    causal = 0 if quick else len(CAUSAL_SIGNALS) * n_eval_tokens
+    return {"verification": (3 * block * n_layers, 3 * block),
+            "capture + cheap signals": (n_eval_tokens * n_layers, n_eval_tokens),
+            "causal sweep": (causal * sum(n_layers - l for l in range(n_layers)), causal * n_layers),
+            "geometric work": (geometry_tokens * n_layers, geometry_tokens)}
+
+
+def card_passes(doc: dict) -> dict[str, tuple[int, int]]:
+    """``{stage: (layer-tokens, head-tokens)}`` of a finished card, counted exactly."""
+    s, t, n = doc["settings"], doc["text"], doc["model"]["n_layers"]
+    block, eval_tokens = t["block_size"], t["eval_tokens"]
+    geo = geometry_blocks(s["geometry_tokens"], block, t["n_eval_blocks"]) * block
+    out = _common(n, block, eval_tokens, geo, doc["pruning"] is None)
+    if doc["pruning"] is None:
+        return out
+    calib = t["calibration_tokens"]
+    greedy_layers = greedy_heads = 0
+    for step in doc["pruning"]["greedy_steps"]:
+        candidates = [int(j) for j in step["scores"]]
+        greedy_layers += calib * (n + sum(n - j for j in candidates))
+        greedy_heads += calib * (1 + len(candidates))
+    sets = {tuple(e["layers"]) for e in doc["pruning"]["sets"] if e["k"] >= 2}
+    sets |= {tuple(r["layers"]) for k, v in doc["pruning"]["random"].items() if k != "1" for r in v}
+    out["greedy removal"] = (greedy_layers, greedy_heads)
+    out["pruned models"] = (eval_tokens * (n + sum(n - min(x) for x in sets)), eval_tokens * (1 + len(sets)))
+    return out
+
+
+def planned_passes(n_layers: int, settings: CardSettings, n_proposals: int = 9) -> dict[str, tuple[float, float]]:
+    """``{stage: (layer-tokens, head-tokens)}`` predicted from the settings for an ``n_layers``-layer model.
+
+    ``n_proposals``: distinct non-random sets measured per k ≥ 2 (at most nine methods propose one each).
+    """
+    s = settings.resolved(n_layers)
+    block, eval_tokens = s.block_size, s.n_eval_blocks * s.block_size
+    geo = geometry_blocks(s.geometry_tokens, block, s.n_eval_blocks) * block
+    out = {k: (float(a), float(b)) for k, (a, b) in _common(n_layers, block, eval_tokens, geo, s.quick).items()}
+    if s.quick:
+        return out
+    calib = s.n_calibration_blocks * block
+    greedy_layers = greedy_heads = 0.0
+    for k in range(1, s.max_prune + 1):
+        left = n_layers - (k - 1)
+        greedy_layers += calib * (n_layers + left * (n_layers + 1) / 2)
+        greedy_heads += calib * (1 + left)
+    sets = [(k, n_proposals + s.n_random) for k in range(2, s.max_prune + 1)]
+    start = sum(m * (n_layers - (n_layers - k) / (k + 1)) for k, m in sets)
+    out["greedy removal"] = (greedy_layers, greedy_heads)
+    out["pruned models"] = (eval_tokens * (n_layers + start), eval_tokens * (1 + sum(m for _, m in sets)))
+    return out
+
+
+def card_flops(passes: dict, shape: ModelShape, block_size: int) -> dict[str, float]:
+    """FLOPs per stage of ``passes`` on a model of ``shape`` (head = vocabulary × width)."""
+    head_params = shape.vocab * shape.d_model
+    per_layer = 2 * (shape.params - head_params) / shape.n_layers + 4 * block_size * shape.d_model
+    return {stage: layer_tokens * per_layer + head_tokens * 2 * head_params
+            for stage, (layer_tokens, head_tokens) in passes.items()}

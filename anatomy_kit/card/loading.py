@@ -1,0 +1,220 @@
+"""Load a model for the card: architecture check and memory estimate *before* loading, layer access verified after.
+
+- :func:`check_architecture` refuses encoder-only and encoder–decoder models and configurations
+  ``transformers`` has no causal LM for (:class:`~.errors.UnsupportedArchitecture`);
+- :func:`estimate_memory` counts the parameters of the configuration on the ``meta`` device (no
+  memory used) and adds what one batch of the card needs; :func:`check_memory` compares it with
+  the device's free memory (:class:`~.errors.InsufficientMemory`);
+- :func:`verify_layer_access` checks, on the loaded model, that the layer list has L entries, that
+  the model returns L + 1 hidden states, and that replaying every layer through the kit's prefix
+  cache, final norm and head gives the model's own next-token NLL (computed from its logits)
+  (:class:`~.errors.LayerAccessMismatch`);
+- :func:`model_identity` names the model for the provenance and the cache key (hub revision,
+  folder checksum, the embedded GGUF's sha256, or a checksum of the weights of a model object).
+
+Used by the book page *Your model's report card*.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..checksums import sha256_of
+from ..hf.evaluation import Batch, capture_prefix
+from ..hf.layers import decoder_layers, module_paths
+from ..hf.models import check_model_name, convert_embedded, resolve_device
+from ..jsonio import read_json
+from ..anatomy.blockwise import block_nll_from_layer
+from .errors import InsufficientMemory, LayerAccessMismatch, UnsupportedArchitecture
+from .settings import CardSettings
+
+__all__ = ["model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
+           "check_memory", "verify_layer_access", "model_identity"]
+
+_WEIGHT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
+
+
+def model_config(name: str):
+    """``(config, folder or hub id, source)`` of a model name, without loading weights."""
+    from transformers import AutoConfig
+
+    source = check_model_name(name)
+    where = convert_embedded() if source == "embedded" else Path(name).expanduser() if source == "local" else name
+    try:
+        return AutoConfig.from_pretrained(where), where, source
+    except (OSError, ValueError) as err:
+        raise UnsupportedArchitecture(f"model={name!r}: its configuration could not be read "
+                                      f"({err.__class__.__name__}: {str(err).splitlines()[0]})") from None
+
+
+def check_architecture(config) -> None:
+    """Refuse what is not a decoder-only causal LM, naming the model type and what is accepted."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                         MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    kind = getattr(config, "model_type", None)
+    accepted = "decoder-only causal LMs such as llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, gpt2, gpt_neox, olmo"
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedArchitecture(f"model_type={kind!r} is an encoder–decoder model; the card reads {accepted}")
+    if kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise UnsupportedArchitecture(f"model_type={kind!r} is an encoder-only (masked-LM) architecture; "
+                                      f"the card reads {accepted}")
+    if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise UnsupportedArchitecture(f"model_type={kind!r} has no causal-LM class in transformers; "
+                                      f"the card reads {accepted}")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes the card needs: the weights, one batch's activations (prefix cache, states, head), overhead."""
+
+    n_parameters: int
+    weight_bytes: int
+    activation_bytes: int
+    overhead_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.activation_bytes + self.overhead_bytes
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"total_bytes": self.total_bytes}
+
+
+def _count_parameters(config) -> int:
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def estimate_memory(config, settings: CardSettings, *, device_type: str = "cpu") -> MemoryEstimate:
+    """Memory of a card run from the configuration alone (the parameters counted on the ``meta`` device).
+
+    Activations of one batch of ``batch_size × block_size`` tokens: the prefix cache (every layer's
+    input, L × tokens × d at the parameter dtype), the states the cheap signals keep (K + 2 of them,
+    float32), the attention scores of one layer (heads × T² per row, float32), the MLP's hidden
+    activations (3 × tokens × FFN width) and the head's logits blocks (1024 × 4096 float32, three
+    live). Overhead: 600 MB for the Python process and libraries on a CPU, 300 MB of CUDA context.
+    """
+    n_params = _count_parameters(config)
+    itemsize = torch.empty(0, dtype=getattr(torch, settings.dtype)).element_size()
+    d = int(getattr(config, "hidden_size", getattr(config, "n_embd", 0)) or 0)
+    n_layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+    heads = int(getattr(config, "num_attention_heads", getattr(config, "n_head", 1)) or 1)
+    ffn = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
+    tokens, t = settings.batch_size * settings.block_size, settings.block_size
+    k = settings.max_prune or max(1, n_layers // 4)
+    activations = (n_layers * tokens * d * itemsize + (k + 2) * tokens * d * 4 + settings.batch_size * heads * t * t * 4
+                   + 3 * tokens * ffn * 4 + 3 * 1024 * 4096 * 4)
+    overhead = 600 * 2**20 if device_type == "cpu" else 300 * 2**20
+    return MemoryEstimate(int(n_params), int(n_params * itemsize), int(activations), int(overhead))
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Free bytes on ``device``: CUDA's ``mem_get_info``; on a CPU, the available RAM (``psutil``); ``None`` if unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        import psutil
+    except ImportError:   # pragma: no cover - psutil comes with ipykernel
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def check_memory(estimate: MemoryEstimate, device: torch.device, available: int | None = None) -> None:
+    """Raise :class:`InsufficientMemory` when the estimate exceeds the device's free memory."""
+    free = available_memory(device) if available is None else available
+    if free is not None and estimate.total_bytes > free:
+        gib = 2.0 ** 30
+        raise InsufficientMemory(
+            f"the card needs about {estimate.total_bytes / gib:.1f} GiB on {device.type} "
+            f"({estimate.n_parameters:,} parameters = {estimate.weight_bytes / gib:.1f} GiB of weights, "
+            f"{estimate.activation_bytes / gib:.2f} GiB for one batch), but {free / gib:.1f} GiB are free; "
+            "use a smaller dtype (--dtype bfloat16), a smaller --batch-size, or a device with more memory")
+
+
+def verify_layer_access(model: nn.Module, input_ids: torch.Tensor, *, dtype: str = "float32") -> dict:
+    """Check the kit reads this model's layers right (module docstring); return what was compared.
+
+    ``input_ids`` (1, T): one block. The tolerance on the NLL comparison is relative, 1e-4 in float32
+    (different summation order in the head only) and 2e-2 in 16-bit dtypes.
+    """
+    layers = decoder_layers(model)
+    n_config = getattr(model.config, "num_hidden_layers", None)
+    path = next((name for name, m in model.named_modules() if m is layers), "?")
+    if isinstance(n_config, int) and n_config != len(layers):
+        raise LayerAccessMismatch(f"{path} holds {len(layers)} layers but config.num_hidden_layers = {n_config}; "
+                                  f"modules: {'; '.join(module_paths(model))}")
+    ids = input_ids.to(next(model.parameters()).device)
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
+        own = torch.nn.functional.cross_entropy(out.logits[0, :-1].float(), ids[0, 1:], reduction="sum")
+        cache = capture_prefix(model, [Batch(ids, mask, ids.clone())])
+    kit = float(block_nll_from_layer(model, cache, 0)[0])
+    n_states = len(out.hidden_states or ())
+    if n_states != len(layers) + 1:
+        raise LayerAccessMismatch(f"the model returns {n_states} hidden states; L + 1 = {len(layers) + 1} were expected "
+                                  f"for the {len(layers)} layers at {path}")
+    rtol = 1e-4 if dtype == "float32" else 2e-2
+    rel = abs(kit - float(own)) / max(abs(float(own)), 1e-30)
+    if not math.isfinite(kit) or rel > rtol:
+        raise LayerAccessMismatch(f"replaying the {len(layers)} layers at {path} through the kit gives a summed NLL "
+                                  f"of {kit:.6g}, the model's own logits {float(own):.6g} (relative gap {rel:.2g} > "
+                                  f"{rtol:g}); the kit does not read this architecture correctly")
+    return {"layers_path": path, "n_layers": len(layers), "n_hidden_states": n_states, "nll_kit": kit,
+            "nll_model": float(own), "relative_gap": rel, "tolerance": rtol, "tokens": int(ids.shape[1])}
+
+
+def _folder_checksum(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES):
+        h.update(f"{f.name}\0{sha256_of(f)}\n".encode())
+    return h.hexdigest()
+
+
+def _weights_checksum(model: nn.Module) -> str | None:
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        if tensor.device.type == "meta":
+            return None
+        h.update(name.encode())
+        h.update(tensor.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def model_identity(model: nn.Module, name: str | None, source: str, folder: Path | str | None = None) -> dict:
+    """What names this model in the provenance and the cache key (module docstring)."""
+    cfg = model.config
+    out = {"name": name or type(model).__name__, "source": source, "class": type(model).__name__,
+           "model_type": getattr(cfg, "model_type", None), "revision": getattr(cfg, "_commit_hash", None),
+           "checksum": None, "checksum_of": None}
+    if source == "embedded" and folder is not None:
+        meta = read_json(Path(folder) / "anatomy_kit_source.json", what="embedded model record")
+        out.update(checksum=meta["sha256"], checksum_of=f"GGUF file {meta['gguf']}")
+    elif source == "local" and folder is not None:
+        out.update(checksum=_folder_checksum(Path(folder)), checksum_of="files of the model folder (sha256 of each)")
+    elif source == "object":
+        out.update(checksum=_weights_checksum(model), checksum_of="weights (state_dict bytes)")
+    return out
+
+
+def load_for_card(name: str, settings: CardSettings, *, device: str = "auto", available: int | None = None):
+    """``(LoadedModel, identity, memory estimate)``: checked architecture and memory, then loaded in ``settings.dtype``."""
+    from ..hf.models import load_model
+
+    config, where, source = model_config(name)
+    check_architecture(config)
+    dev = resolve_device(device)
+    estimate = estimate_memory(config, settings, device_type=dev.type)
+    check_memory(estimate, dev, available)
+    loaded = load_model(name, device=device, dtype=getattr(torch, settings.dtype))
+    return loaded, model_identity(loaded.model, name, source, where if source != "hub" else None), estimate

@@ -1,0 +1,100 @@
+"""What one report card measures: token budgets, K, the random baseline, the FFN budget (the book page *Your model's report card*).
+
+:class:`CardSettings` is validated once (:meth:`CardSettings.validate`) and is part of the cache key,
+so a card computed with other settings is never reused. The defaults fit the targets of
+``benchmarks/bench_card.py`` for the embedded SmolLM2-135M on two CPU cores (whole card ≤ 10 min,
+``quick`` ≤ 60 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from ..validate import AnatomyKitError, check_choice, check_int, check_positive
+from .errors import PruneDepthTooLarge
+
+__all__ = ["CardSettings", "DTYPES", "default_max_prune", "torch_dtype"]
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def default_max_prune(n_layers: int) -> int:
+    """K when none is given: a quarter of the layers (ShortGPT's and PruneMe's range), at most 5, at least 1."""
+    return max(1, min(5, n_layers // 4))
+
+
+def torch_dtype(name: str):
+    """``"float32"`` → ``torch.float32`` (one of :data:`DTYPES`)."""
+    import torch
+
+    return getattr(torch, check_choice("dtype", name, DTYPES))
+
+
+@dataclass(frozen=True)
+class CardSettings:
+    """How a card is measured (the book page *Your model's report card*).
+
+    ``tokens``: evaluation tokens, cut into blocks of ``block_size`` (every perplexity and interval
+    of the card is over these blocks); ``batch_size`` blocks go through the model at once (memory
+    is set by it, never by ``tokens``). ``calibration_tokens``: separate blocks, from other
+    documents, on which greedy removal chooses its layers, so that its measured perplexity is not
+    selected on the text it is measured on. ``max_prune`` (K; ``None``: :func:`default_max_prune`):
+    pruned sets of k = 1 … K layers. ``n_random``: random k-sets per k ≥ 2 (k = 1: all L layers).
+    ``geometry_tokens``: tokens in chapter 4's clouds. ``ffn_budget``: the FFN parameter budget of
+    the width suggestion as a fraction of today's. ``quick``: cheap signals only (no causal sweep,
+    no pruning).
+    """
+
+    tokens: int = 1024
+    block_size: int = 128
+    batch_size: int = 4
+    calibration_tokens: int = 256
+    max_prune: int | None = None
+    n_random: int = 6
+    geometry_tokens: int = 128
+    ffn_budget: float = 0.75
+    dtype: str = "float32"
+    quick: bool = False
+    confidence: float = 0.95
+    seed: int = 0
+
+    def validate(self) -> "CardSettings":
+        check_int("block_size", self.block_size, minimum=8)
+        check_int("tokens", self.tokens, minimum=2 * self.block_size)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("calibration_tokens", self.calibration_tokens, minimum=self.block_size)
+        if self.max_prune is not None:
+            check_int("max_prune", self.max_prune, minimum=1)
+        check_int("n_random", self.n_random, minimum=1)
+        check_int("geometry_tokens", self.geometry_tokens, minimum=8)
+        check_int("seed", self.seed, minimum=0)
+        check_choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.quick, bool):
+            raise AnatomyKitError(f"quick={self.quick!r} must be True or False")
+        check_positive("ffn_budget", self.ffn_budget)     # its range depends on the model: widths.check_budget
+        if not 0 < self.confidence < 1:
+            raise AnatomyKitError(f"confidence={self.confidence!r} must lie strictly between 0 and 1")
+        return self
+
+    @property
+    def n_eval_blocks(self) -> int:
+        """Evaluation blocks: ``tokens // block_size`` (at least 2, so that an interval exists)."""
+        return self.tokens // self.block_size
+
+    @property
+    def n_calibration_blocks(self) -> int:
+        return self.calibration_tokens // self.block_size
+
+    def resolved(self, n_layers: int) -> "CardSettings":
+        """These settings with K filled in for a model of ``n_layers`` layers; K ≥ L is a named error."""
+        check_int("n_layers", n_layers, minimum=1)
+        k = default_max_prune(n_layers) if self.max_prune is None else self.max_prune
+        if n_layers < 2:
+            raise PruneDepthTooLarge(f"the model has {n_layers} layer; pruning and neighbour means need at least 2")
+        if k >= n_layers:
+            raise PruneDepthTooLarge(f"max_prune (K) = {k} is not below the model's {n_layers} layers; "
+                                     f"give K in 1..{n_layers - 1}")
+        return replace(self, max_prune=k)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

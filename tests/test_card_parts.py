@@ -1,0 +1,95 @@
+"""The report card's parts one by one: causal edits against chapter 1's ablation map, agreement and its
+chance, widths from chapter 5's solver, mergekit slices, corpus files."""
+
+from math import comb
+
+import numpy as np
+import pytest
+import torch
+
+from anatomy_kit import anatomy
+from anatomy_kit.card.agreement import disagreement_flags, prunable_set, rank_agreement, top_k_overlaps
+from anatomy_kit.card.causal import causal_rows
+from anatomy_kit.card.exports import kept_slices, mergekit_yaml
+from anatomy_kit.card.text import corpus_kind, read_documents
+from anatomy_kit.card.widths import suggest_widths, today_widths, width_multiple
+from anatomy_kit.hf import evaluation
+from anatomy_kit.stats import overlap_chance, spearman
+
+from conftest import tiny_llama
+
+
+def test_causal_edits_equal_chapter_1s_ablations_on_a_llama(one_torch_thread):
+    """skip, neighbour-mean, mlp and attention drops are chapter 1's skip, neighbour-mean, zero-mlp and
+    zero-attn on a Llama layer (no bias): the same computation in the same order, so equal exactly."""
+    model = tiny_llama()
+    blocks = torch.randint(3, 500, (4, 24), generator=torch.Generator().manual_seed(0))
+    batches = evaluation.make_batches(blocks, 2)
+    rows = [causal_rows(model, evaluation.capture_prefix(model, [b])) for b in batches]
+    names = {"skip": "skip", "neighbour-mean": "neighbour-mean", "mlp": "zero-mlp", "attention": "zero-attn"}
+    for kind, strategy in names.items():
+        ours = np.concatenate([np.asarray(r[kind]) for r in rows], axis=1)           # (L, blocks)
+        amap = anatomy.ablation_map(model, batches, strategy=strategy, progress=False)
+        np.testing.assert_array_equal(ours, amap.block_nll, err_msg=kind)
+
+
+def test_overlap_chance_is_the_hypergeometric_tail():
+    for n, a, b in ((30, 6, 6), (10, 3, 4), (5, 5, 2)):
+        for shared in range(0, min(a, b) + 1):
+            direct = sum(comb(a, j) * comb(n - a, b - j) for j in range(shared, min(a, b) + 1)) / comb(n, b)
+            assert overlap_chance(shared, n, a, b) == pytest.approx(direct, rel=1e-12)
+    with pytest.raises(ValueError, match="shared"):
+        overlap_chance(4, 10, 3, 3)
+
+
+def test_agreement_pairs_overlaps_and_flags():
+    signals = {"a": np.array([5.0, 1, 4, 2, 3, 6, 7]), "b": np.array([6.0, 2, 5, 1, 4, 7, 3]),
+               "c": np.array([1.0, 7, 2, 6, 5, 3, 4])}
+    assert prunable_set(signals["a"], 2) == {1, 3}
+    rho = {(r["a"], r["b"]): r for r in rank_agreement(signals)}
+    assert rho[("a", "b")]["rho"] == pytest.approx(spearman(signals["a"], signals["b"]).rho)
+    assert rho[("a", "b")]["method"] == "exact" and len(rho) == 3
+    overlap = {(o["a"], o["b"]): o for o in top_k_overlaps(signals, 2)}
+    assert overlap[("a", "b")]["shared"] == [1, 3] and overlap[("a", "b")]["chance_p"] == pytest.approx(1 / comb(7, 2))
+    # skip ΔPPL (median 3.5): layers 0, 1, 6 costly; layer 3 at the median but its interval reaches below 0
+    skip = [{"delta_pct": d, "low": lo} for d, lo in ((9, 1), (8, 2), (1, -1), (3.5, -1), (3, 0.5), (2, -1), (4, 1))]
+    flags = disagreement_flags({"a": signals["a"], "c": signals["c"]}, skip, 2)
+    assert flags[1] == ["a"] and flags[3] == [] and flags[0] == ["c"]
+
+
+def test_widths_meet_the_budget_within_their_bounds():
+    model = tiny_llama()
+    today, params = today_widths(model)
+    assert today == [64] * 6 and params == [3 * 32 * 64] * 6 and width_multiple(today) == 16
+    work = np.array([1.0, 2, 3, 4, 5, 6])
+    w = suggest_widths(work, today, params, 0.75)
+    assert sum(w.suggested) == 0.75 * sum(today) and all(x % 16 == 0 and 16 <= x <= 128 for x in w.suggested)
+    assert w.suggested == sorted(w.suggested) and w.suggested[0] < w.suggested[-1]     # more work, more width
+    assert w.params_suggested == 0.75 * w.params_today
+
+
+def test_mergekit_slices_are_half_open_and_keep_every_other_layer():
+    assert kept_slices(10, [3, 4, 9]) == [(0, 3), (5, 9)]
+    assert kept_slices(4, [0]) == [(1, 4)]
+    import yaml
+
+    doc = yaml.safe_load(mergekit_yaml("owner/model", 6, [2]))
+    assert [s["sources"][0]["layer_range"] for s in doc["slices"]] == [[0, 2], [3, 6]]
+    assert doc["merge_method"] == "passthrough"
+
+
+def test_corpus_files_and_names(tmp_path):
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text('{"text": "one two", "id": "x"}\n\n{"text": "three"}\n')
+    assert corpus_kind(str(jsonl)) == "file" and corpus_kind("python-docs") == "manifest"
+    assert corpus_kind("owner/name:config") == "datasets"
+    kind, ids, texts, digest = read_documents(str(jsonl), 10)
+    assert ids == ["x", "c.jsonl:3"] and texts == ["one two", "three"] and len(digest) == 64
+    (tmp_path / "bad.jsonl").write_text('{"txt": 1}\n')
+    with pytest.raises(ValueError, match='line 1 has no string field "text"'):
+        read_documents(str(tmp_path / "bad.jsonl"), 10)
+    txt = tmp_path / "c.txt"
+    txt.write_text("first doc\nstill first\n\n\nsecond doc\n")
+    assert read_documents(str(txt), 10)[2] == ["first doc\nstill first", "second doc"]
+    with pytest.raises(ValueError, match="not accepted"):
+        corpus_kind("no such thing")
