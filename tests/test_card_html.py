@@ -58,3 +58,16 @@ def test_card_html_opens_offline_with_every_figure(quick, tmp_path, one_torch_th
     assert len(images) == expected and all(ok for ok, _ in images), images
     assert {src for _, src in images} == {"data:image/png;base64,"[:22]}
     assert tables == (3 if quick else 4)
+
+
+def test_every_figure_shows_itself_in_a_notebook_without_pyplot(tmp_path, one_torch_thread):
+    """The book page never imports pyplot: each figure must carry its own PNG for Jupyter to show it."""
+    from IPython.core.formatters import PNGFormatter
+
+    from conftest import tiny_tokenizer
+
+    card = build_card(tiny_llama(), tokenizer=tiny_tokenizer(), corpus=small_corpus(tmp_path),
+                      settings=CardSettings(**TINY.to_dict()), progress=False)
+    for name, _, draw in FIGURES:
+        png = PNGFormatter()(draw(card.doc))                    # what IPython's display puts under image/png
+        assert isinstance(png, bytes) and png.startswith(b"\x89PNG"), name

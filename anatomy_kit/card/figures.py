@@ -7,6 +7,7 @@ the self-contained HTML. Axes are labelled with units; layer indices are 0-based
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -17,11 +18,21 @@ __all__ = ["png_bytes", "causal_figure", "cheap_figure", "angular_figure", "agre
 _CAUSAL_COLOURS = {"neighbour-mean": "C0", "skip": "C3", "attention": "C2", "mlp": "C1"}
 
 
-def _figure(width: float, height: float, rows: int = 1):
-    """A figure and its axes without pyplot (no backend is chosen or switched; a notebook displays it)."""
+@functools.lru_cache(maxsize=None)
+def _figure_class():
+    """``Figure`` with a PNG repr, so a notebook shows it with or without pyplot's inline display."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    class CardFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            return png_bytes(self, dpi=self.dpi)
+
+    return CardFigure
+
+
+def _figure(width: float, height: float, rows: int = 1):
+    """A figure and its axes without pyplot (no backend is chosen or switched; it shows itself in a notebook)."""
+    fig = _figure_class()(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(rows, 1, squeeze=False)[:, 0] if rows > 1 else fig.subplots()
 
 
