@@ -38,6 +38,10 @@ def _need(path: Path):
         pytest.skip(f"{path} not built; run `make book`")
 
 
+#: Pages that run a tool on the reader's model and judge no paper claim (the report card).
+TOOL_PAGES = {"card_report"}
+
+
 @pytest.mark.parametrize("chapter", IDS)
 def test_chapter_was_executed_at_smoke_scale_without_errors(chapter):
     path = BUILD / "notebooks" / f"{chapter}.ipynb"
@@ -52,7 +56,8 @@ def test_chapter_was_executed_at_smoke_scale_without_errors(chapter):
     assert not leaks, f"{chapter} shows machine paths or warnings in the book: {leaks[0][:300]}"
     metrics = json.loads((BUILD / "metrics" / f"{chapter}.json").read_text())
     assert metrics["run"]["scale"] == "smoke"
-    assert metrics["claims"], f"{chapter} states no verdict on any paper claim"
+    if chapter not in TOOL_PAGES:
+        assert metrics["claims"], f"{chapter} states no verdict on any paper claim"
 
 
 def test_report_lists_every_chapter():
