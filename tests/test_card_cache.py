@@ -6,21 +6,9 @@ from anatomy_kit.card import CardSettings, build_card, cached_cards, load_card
 from anatomy_kit.card import build, measure
 
 from conftest import tiny_llama
-from test_card_architectures import TINY, small_corpus
+from test_card_architectures import TINY, corpus, tok  # noqa: F401 (module fixtures, shared)
 
 SETTINGS = CardSettings(**{**TINY.to_dict(), "max_prune": 2})       # 4 evaluation blocks in 2 batches
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from conftest import tiny_tokenizer
-
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return small_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _without_run_facts(doc):

@@ -14,19 +14,7 @@ from anatomy_kit import card as C
 from anatomy_kit.hf import models
 
 from conftest import tiny_llama
-from test_card_architectures import TINY, small_corpus
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from conftest import tiny_tokenizer
-
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return small_corpus(tmp_path_factory.mktemp("corpus"))
+from test_card_architectures import TINY, corpus, tok  # noqa: F401 (module fixtures, shared)
 
 
 @pytest.fixture

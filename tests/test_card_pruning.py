@@ -19,21 +19,9 @@ from anatomy_kit.card import build_card, save_pruned
 from anatomy_kit.card.text import card_text
 
 from conftest import f32_forward_rtol, f32_sum_rtol, ppl_rtol
-from test_card_architectures import TINY, small_corpus, tiny_model
+from test_card_architectures import TINY, corpus, tiny_model, tok  # noqa: F401 (module fixtures, shared)
 
 ARCHS = ["llama", "gemma2", "qwen2", "gpt2"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from conftest import tiny_tokenizer
-
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return small_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="module")
