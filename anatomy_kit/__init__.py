@@ -15,6 +15,9 @@ Every public function names, in its docstring, the chapter that introduces it. S
   (paper 2, TLM; chapter 5);
 - :mod:`anatomy_kit.card` – the layer report card of any causal LM: signals, agreement, measured
   pruning, widths, HTML/Markdown/JSON (``python -m anatomy_kit card``; the page *Your model's report card*);
+- :mod:`anatomy_kit.synthesis` – do the layer signals agree? Every signal of one model in a table,
+  their rank agreement and families, pruning by each signal against random sets, the same signals
+  across the book's models, the decisions each would make, the whole verdict table (chapter 7);
 - :mod:`anatomy_kit.lm` – the kit's own decoder, ``train(model, …)``, checkpoints, process pool
   (chapters 3, 5, 6);
 - :mod:`anatomy_kit.stats` – paired differences, intervals, rank correlations with exact p-values;

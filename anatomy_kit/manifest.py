@@ -20,9 +20,16 @@ import yaml
 
 from .validate import AnatomyKitError
 
-__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference"]
+__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "LIMITED_BY"]
 
 FILES = ("models", "corpora", "references")
+
+#: What would most likely change our verdict on a claim, the ``limited_by`` field of every entry of
+#: ``references.yaml``, in the order the book's verdict table groups them: more paired seeds or runs
+#: at this scale; the base model (we measure the 4-bit instruct SmolLM2-135M); the paper-scale run;
+#: the paper's own text (a SECONDARY or BRIEF source, or a definition we reconstructed). Used by
+#: chapter 7 (*Synthesis*) through :mod:`anatomy_kit.synthesis.verdicts`.
+LIMITED_BY = ("seeds", "base model", "full scale", "paper text")
 
 
 def manifest_dir() -> Path:

@@ -51,6 +51,9 @@ FULL_PATH = {
     "card_report": {                           # full: SmolLM2-135M base, fineweb-edu, 16,384 tokens, K = 7
         "tokens": 128, "block_size": 32, "batch_size": 2, "calibration_tokens": 64, "max_prune": 2,
         "n_random": 3, "geometry_tokens": 24},
+    "ch07_synthesis": {                        # full: the base model's card, K = 7, 99 random sets per k
+        "tokens": 128, "block_size": 32, "batch_size": 2, "calibration_tokens": 64, "max_prune": 2,
+        "n_random": 3, "geometry_tokens": 24, "n_null": 3, "n_perm": 200},
 }
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM",

@@ -30,6 +30,7 @@ PAPERS = {
     "p2": "Paper 2: geometric work, widths",
     "tlm": "TLM: tapered widths",
     "p3": "Paper 3: width growth (SRIO)",
+    "book": "The book's own questions (chapter 7)",
 }
 #: Environment fields the header names, in this order, with their label (others follow by name).
 _ENV_LABELS = {"cpu_capability": "CPU kernels", "cpu_kernels": "CPU kernels", "threads": "threads",

@@ -335,8 +335,8 @@ class BeyondNull:
                             "(every shuffled order gives it)", None, r.describe(),
                             summary=f"ours {_g(r.observed)} equals the null model's value")
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
-        reason = (f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against "
-                  f"{r.n_perm:,} {'distinct orders' if r.method == 'exact' else 'shuffles'}")
+        draws = getattr(r, "draws", None) or ("distinct orders" if r.method == "exact" else "shuffles")
+        reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
         near = p_near_alpha(p, self.alpha) or p_near_alpha(q, self.alpha)
         return Decision(verdict, reason, None, r.describe(),
                         summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near)

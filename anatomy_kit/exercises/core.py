@@ -26,7 +26,7 @@ __all__ = ["ExerciseFailed", "NOT_ATTEMPTED", "AGREES", "check", "generic", "is_
            "wrong_answers", "CHAPTER_MODULES"]
 
 #: The chapter modules that hold checks (imported by :func:`all_checks`).
-CHAPTER_MODULES = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06")
+CHAPTER_MODULES = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07")
 #: What a check prints for an untouched stub, and for an answer that matched the kit.
 NOT_ATTEMPTED, AGREES = "not attempted yet", "your answer agrees with the kit's"
 

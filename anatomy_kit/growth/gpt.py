@@ -41,6 +41,11 @@ forward reads the device only after a buffer was loaded or written from outside;
 ramp only counts tokens on the device. ``finish_warmup`` drops the gate once g = 1, leaving the
 plain grown model. Buffers have shape (1,), not (), so every tensor of the state dict can be
 hashed and saved as bytes.
+
+Hugging Face-style access (``get_decoder``, ``get_output_embeddings``) lets the kit's layer sweeps
+(:func:`anatomy_kit.hf.evaluation.capture_prefix`, :func:`anatomy_kit.anatomy.ablation_map`) run on a
+GPT; those sweeps apply ``ln_f`` as a plain module after the last block, so they are exact for a
+model that is not grown or whose gate is 1. Used by chapter 7 (*Synthesis*).
 """
 
 from __future__ import annotations
@@ -256,6 +261,43 @@ class GPT(nn.Module):
     def param_count(self) -> int:
         """Trainable parameters, a tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
+
+    def get_decoder(self) -> "_Decoder":
+        """Hugging Face-style access (:mod:`anatomy_kit.hf.evaluation`, chapter 7's layer profiles).
+
+        A callable ``(input_ids=(B, T), attention_mask=None) → .last_hidden_state (B, T, D)``: wte + wpe,
+        the blocks with the model's (gated) reads, the final norm. Unlike ``forward`` it never
+        moves the warm-up gate. The kit's prefix-cached sweeps re-apply ``ln_f`` ungated: use them
+        on a model that is not grown or whose gate is 1.
+        """
+        return _Decoder(self)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """Hugging Face-style access: ``lm_head`` (hidden (…, D) → logits (…, V)), tied to wte by default."""
+        return self.lm_head
+
+
+class _Decoder:
+    """A :class:`GPT` without its head, called like a Hugging Face decoder (``input_ids=``, ``attention_mask=``)."""
+
+    def __init__(self, model: GPT):
+        self.model = model
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **_: object):
+        from types import SimpleNamespace
+
+        m = self.model
+        if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2:
+            raise AnatomyKitError(f"input_ids must have shape (batch, seq); got {getattr(input_ids, 'shape', input_ids)!r}")
+        if input_ids.shape[1] > m.config.max_seq_len:
+            raise AnatomyKitError(f"sequence length {input_ids.shape[1]} exceeds max_seq_len={m.config.max_seq_len}")
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise AnatomyKitError("GPT takes no attention mask; give unpadded token blocks")
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = m.wte(input_ids) + m.wpe(pos)  # (B, T, D)
+        for block in m.blocks:
+            x = block(x, m._read)
+        return SimpleNamespace(last_hidden_state=m._read(m.ln_f, x))
 
 
 def set_gate(model: GPT, gate: float) -> GPT:

@@ -1,0 +1,121 @@
+"""Self-checks for chapter 7 (*Do the layer signals agree?*).
+
+- :func:`check_one_shot` – the reader's one-shot pruning set (the k layers a signal calls least
+  important), against :func:`anatomy_kit.synthesis.pruning.one_shot`;
+- :func:`check_random_set_p` – the reader's p-value of a pruned set against random sets of its size,
+  against :func:`anatomy_kit.synthesis.pruning.random_set_null`.
+
+Each check runs the reader's function on copies of small inputs (per-layer numbers, not text) and
+names the slip in one sentence when the answer matches a typical mistake.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from .core import check, generic
+
+__all__ = ["check_one_shot", "check_random_set_p", "WRONG_ANSWERS"]
+
+
+def _signal() -> np.ndarray:
+    """A per-layer signal (10,) with one undefined layer (NaN) and a tie, higher = more important."""
+    return np.array([9.0, 0.4, np.nan, 0.2, 5.0, 0.4, 3.0, 0.1, 7.0, 8.0])
+
+
+@check("check_one_shot")
+def check_one_shot(one_shot: Callable) -> str | None:
+    """``one_shot(values, k)`` (values: (L,) per-layer signal, higher = more important, NaN = undefined) returns
+    the k layers with the lowest defined values as a sorted tuple of ints (ties: the lower layer first)."""
+    from ..synthesis.pruning import one_shot as kit
+
+    v = _signal()
+    for k in (1, 3, 4):
+        want = kit(v, k)
+        got = one_shot(v.copy(), k)
+        try:
+            got_t = tuple(int(x) for x in got)
+        except TypeError:
+            return generic(f"return the layers as a tuple of ints; got {got!r}")
+        if got_t == want:
+            continue
+        if set(got_t) == set(want):
+            return "your layers are right but not sorted; return them in increasing order"
+        order = np.argsort(-np.nan_to_num(v, nan=-np.inf), kind="stable")
+        if set(got_t) == set(int(x) for x in order[:k]):
+            return "you picked the most important layers; a pruning set removes the k *least* important (lowest values)"
+        if 2 in got_t:
+            return "layer 2's value is NaN (undefined): never choose a layer the signal does not score"
+        if len(got_t) != k:
+            return generic(f"for k = {k} return exactly {k} layers; got {len(got_t)}")
+        if k == 3 and set(got_t) == {3, 5, 7}:
+            return "on a tie choose the lower layer first (layer 1 before layer 5, both 0.4)"
+        return generic(f"for k = {k} the kit removes layers {list(want)}; you removed {list(got_t)}")
+    return None
+
+
+def _null() -> tuple[float, np.ndarray]:
+    """A pruned set's PPL and 19 random sets' PPLs (two of them tie with ours)."""
+    pool = np.array([40.0, 52.0, 61.0, 38.5, 70.0, 44.0, 90.0, 38.5, 55.0, 47.0, 66.0, 58.0, 49.0, 81.0, 73.0,
+                     63.0, 41.0, 95.0, 57.0])
+    return 38.5, pool
+
+
+@check("check_random_set_p")
+def check_random_set_p(random_set_p: Callable) -> str | None:
+    """``random_set_p(ppl, random_ppls)`` returns the one-sided Monte Carlo p that a random set of the same size
+    does at least as well (PPL ≤ ours, ties count): (1 + #{random ≤ ours}) / (1 + n)."""
+    ppl, pool = _null()
+    want = (1 + int((pool <= ppl).sum())) / (1 + pool.size)
+    got = float(random_set_p(ppl, pool.copy()))
+    if math.isclose(got, want, rel_tol=1e-12):
+        worst = float(random_set_p(100.0, pool.copy()))
+        if not math.isclose(worst, 1.0, rel_tol=1e-12):
+            return generic(f"a set worse than every random one must get p = 1; yours gets {worst:.4g}")
+        return None
+    count_le, count_lt, count_ge = int((pool <= ppl).sum()), int((pool < ppl).sum()), int((pool >= ppl).sum())
+    if math.isclose(got, count_le / pool.size, rel_tol=1e-12):
+        return "add one to the count and to n: (1 + #) / (1 + n), so the observed set counts as one draw and p is never 0"
+    if math.isclose(got, (1 + count_lt) / (1 + pool.size), rel_tol=1e-12):
+        return "ties count as 'at least as good': use random ≤ ours, not <"
+    if math.isclose(got, (1 + count_ge) / (1 + pool.size), rel_tol=1e-12):
+        return "that is the other direction: a lower PPL is better, so count random sets with PPL ≤ ours"
+    return generic(f"p = {got:.4g}; the kit's is {want:.4g}")
+
+
+def _one_shot_highest(v, k):
+    return tuple(sorted(int(x) for x in np.argsort(-np.nan_to_num(v, nan=-np.inf), kind="stable")[:k]))
+
+
+def _one_shot_unsorted(v, k):
+    ok = [l for l in range(len(v)) if np.isfinite(v[l])]
+    return tuple(sorted(ok, key=lambda l: (v[l], l))[:k][::-1]) if k > 1 else (sorted(ok, key=lambda l: (v[l], l))[0],)
+
+
+def _one_shot_nan(v, k):
+    return tuple(sorted(int(x) for x in np.argsort(np.nan_to_num(v, nan=-1.0), kind="stable")[:k]))
+
+
+def _p_no_correction(ppl, pool):
+    return float((np.asarray(pool) <= ppl).mean())
+
+
+def _p_strict(ppl, pool):
+    pool = np.asarray(pool)
+    return (1 + int((pool < ppl).sum())) / (1 + pool.size)
+
+
+def _p_wrong_side(ppl, pool):
+    pool = np.asarray(pool)
+    return (1 + int((pool >= ppl).sum())) / (1 + pool.size)
+
+
+#: Typical mistakes each check must name: (answer, words its message must contain) (tests/test_exercises.py).
+WRONG_ANSWERS = {
+    "check_one_shot": [(_one_shot_highest, "most important"), (_one_shot_unsorted, "not sorted"),
+                       (_one_shot_nan, "NaN")],
+    "check_random_set_p": [(_p_no_correction, "add one"), (_p_strict, "ties"), (_p_wrong_side, "other direction")],
+}

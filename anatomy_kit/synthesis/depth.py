@@ -1,0 +1,101 @@
+"""Depth-normalised layer profiles: do the edge layers (first and last) matter most?
+
+Models of different depth are compared on a common depth axis: layer ℓ of an L-layer model sits at
+depth ``ℓ/(L−1)`` (:func:`layer_depth`; 0 = the first layer, 1 = the last). Two pure functions:
+
+- :func:`edge_importance`: is the mean importance percentile of the first and last layer higher
+  than that of a pair of layers chosen at random? Percentiles from ranks (rank 1 = most
+  important, ties get their average rank): ``percentile = 1 − (rank − 1)/(L − 1)``, so the most
+  important layer has 1 and the least 0. The statistic is the mean percentile of layers 0 and
+  L − 1; its null is the same mean for every unordered pair of distinct layers, enumerated
+  exactly (C(L, 2) pairs, the observed pair among them), and ``p`` is the share of pairs whose
+  mean is at least the observed one. The smallest possible ``p`` is therefore ``1 / C(L, 2)``
+  (1/6 at L = 4, 1/435 at L = 30): a 4-layer model cannot make the edges significant alone.
+- :func:`resample_depth`: a profile linearly interpolated onto the grid ``linspace(0, 1, n)``, for
+  plotting models of different depth on one axis (values only at the models' own layers are
+  measurements; the points between are drawn lines, not data).
+
+Used by chapter 7 (*Synthesis*).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from ..stats import PermutationNull
+from ..validate import AnatomyKitError, check_int
+
+__all__ = ["layer_depth", "importance_percentiles", "edge_importance", "resample_depth"]
+
+
+def _profile(name: str, values: Any, min_layers: int) -> np.ndarray:
+    """``values`` as a finite 1-D float array (one value per layer) of at least ``min_layers`` entries."""
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise AnatomyKitError(f"{name} must be a sequence of numbers (one per layer), "
+                              f"got {type(values).__name__}") from None
+    if arr.ndim != 1:
+        raise AnatomyKitError(f"{name} must be one-dimensional (one value per layer), got shape {arr.shape}")
+    if arr.size < min_layers:
+        raise AnatomyKitError(f"{name} has {arr.size} layer(s); at least {min_layers} are needed")
+    if not np.isfinite(arr).all():
+        raise AnatomyKitError(f"{name} holds {int((~np.isfinite(arr)).sum())} non-finite values (NaN or inf) "
+                              f"out of {arr.size}")
+    return arr
+
+
+def layer_depth(n_layers: int) -> np.ndarray:
+    """Relative depth ``ℓ/(L−1)`` of each layer, shape (L,); a one-layer model sits at depth 0."""
+    n = check_int("n_layers", n_layers, minimum=1)
+    return np.arange(n) / (n - 1) if n > 1 else np.zeros(1)
+
+
+def importance_percentiles(values: Any) -> np.ndarray:
+    """Importance percentile of each layer, shape (L,): 1 = most important, 0 = least (L ≥ 2).
+
+    ``values`` (L,): higher = more important. Rank 1 is the largest value (ties share their
+    average rank); ``percentile = 1 − (rank − 1)/(L − 1)``.
+    """
+    v = _profile("values", values, 2)
+    rank = scipy_stats.rankdata(-v, method="average")
+    return 1.0 - (rank - 1.0) / (v.size - 1)
+
+
+def edge_importance(values: Any) -> PermutationNull:
+    """Mean importance percentile of the first and last layer against every pair of layers (module docstring).
+
+    ``values`` (L,), L ≥ 3: per-layer importance, higher = more important (e.g. skip ΔPPL %).
+    Returns a :class:`~anatomy_kit.stats.PermutationNull` with ``method="exact"``, ``alternative="greater"``,
+    ``n = L``, ``n_perm = C(L, 2)`` and ``null`` (C(L, 2),) the mean percentile of each pair
+    ``(i, j)``, ``i < j``, in :func:`itertools.combinations` order; ``p`` counts the pairs whose
+    mean is at least the observed one (ties within a relative 1e-9, as everywhere in
+    :mod:`anatomy_kit.stats`).
+    """
+    v = _profile("values", values, 3)
+    pct = importance_percentiles(v)
+    observed = float((pct[0] + pct[-1]) / 2)
+    null = np.array([(pct[i] + pct[j]) / 2 for i, j in itertools.combinations(range(v.size), 2)])
+    low, high = np.quantile(null, [0.025, 0.975])
+    result = PermutationNull(observed, math.nan, "greater", int(v.size), int(null.size), "exact",
+                             float(null.mean()), float(null.std()), float(low), float(high), null)
+    return replace(result, p=result.p_value("greater"))   # exact: #pairs as extreme / C(L, 2)
+
+
+def resample_depth(values: Any, n_points: int) -> np.ndarray:
+    """A per-layer profile (L,), L ≥ 2, at ``n_points`` depths ``linspace(0, 1, n_points)``, shape (n_points,).
+
+    Linear interpolation between the layers' depths ``ℓ/(L−1)``, so the first and last values are
+    the first and last layer's. Not :func:`anatomy_kit.allocation.schedules.resample_profile`: that
+    averages over depth bins ``[ℓ/L, (ℓ+1)/L)`` (right for carrying a schedule across depths, a
+    step function when a 4-layer profile is drawn on 30 points).
+    """
+    v = _profile("values", values, 2)
+    n = check_int("n_points", n_points, minimum=2)
+    return np.interp(np.linspace(0.0, 1.0, n), layer_depth(v.size), v)
