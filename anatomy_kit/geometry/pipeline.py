@@ -59,7 +59,7 @@ def measure_work(name: str, settings: WorkSettings, out: str | Path, *, device: 
                  scale: str | None = None) -> dict:
     """Load model ``name``, measure its nine work profiles and diagnostics, save them to ``out``.
 
-    Returns ``{"path": str, "seconds": {"capture", "geometry", "total"}}``. The file holds the
+    Returns ``{"path": str, "seconds": {"capture", "geometry", "sensitivity", "total"}}``. The file holds the
     profiles, the TwoNN dimension of every FFN input cloud, the FFN-output noise sensitivity, the
     residual-norm growth (mean ‖y‖ − ‖x‖) and, in ``meta``, the settings, the mean residual norm
     and the growth as a ratio.
@@ -75,8 +75,10 @@ def measure_work(name: str, settings: WorkSettings, out: str | Path, *, device: 
     t_capture = time.time() - t0
     profiles = work_profiles(clouds, radius=s.radius, n_jobs=s.n_jobs, progress=False)
     t_geometry = time.time() - t0 - t_capture
+    t_sens = time.time()
     sens = ffn_sensitivity(loaded.model, blocks.eval[: s.sensitivity_blocks], noise_scale=s.noise_scale, seed=s.seed,
                            n_draws=s.n_draws, batch_size=s.batch_size)
+    t_sens = time.time() - t_sens
     meta = {"model": name, "description": loaded.description, "scale": scale, **asdict(s),
             "residual_norm_growth": "mean ||y|| - ||x|| (difference)",
             "residual_norm": mean_norms(clouds, "x").tolist(),
@@ -88,4 +90,4 @@ def measure_work(name: str, settings: WorkSettings, out: str | Path, *, device: 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return {"path": str(path), "seconds": {"capture": round(t_capture, 1), "geometry": round(t_geometry, 1),
-                                           "total": round(time.time() - t0, 1)}}
+                                           "sensitivity": round(t_sens, 1), "total": round(time.time() - t0, 1)}}

@@ -217,9 +217,11 @@ def _ch02(doc: dict, n: int) -> list[Signal]:
     mean_r2 = np.where(counts > 0, np.where(np.isfinite(stacked), stacked, 0.0).sum(axis=0) / np.maximum(counts, 1),
                        np.nan)
     unpredictability = 1.0 - mean_r2
-    return [Signal("weight unpredictability", "weights", unpredictability, "chapter 2", None, 0.0, None,
+    seconds = doc["metrics"].get("predictability_seconds")
+    return [Signal("weight unpredictability", "weights", unpredictability, "chapter 2", seconds, 0.0, None,
                    note="1 − R² of the ridge prediction of a layer's weights from its two neighbours, mean over "
-                        f"{len(by_layer)} modules; weights only, no forward pass; edge layers undefined",
+                        f"{len(by_layer)} modules; weights only, no forward pass; edge layers undefined; "
+                        "the time of the whole fit (elements and layer scale, every module)",
                    chosen_on="weights only")]
 
 
@@ -241,8 +243,14 @@ def _ch04(build_dir: Path, doc: dict, n: int) -> list[Signal]:
                               note="geometric work of the FFN on a cloud of tokens; the states come from one "
                                    "forward pass, the rest is geometry on the CPU (time split over nine profiles)"))
     if bundle.sensitivity is not None:
-        out.append(Signal("noise sensitivity λ", "causal", bundle.sensitivity, "chapter 4", sens_s, None, None,
-                          note="loss increase under noise on the FFN output (chapter 4)"))
+        meta = bundle.meta
+        blocks = meta.get("sensitivity_blocks")
+        tokens = None if blocks is None or meta.get("block_size") is None else int(blocks) * int(meta["block_size"])
+        draws = meta.get("n_draws")
+        out.append(Signal("noise sensitivity λ", "causal", bundle.sensitivity, "chapter 4", sens_s,
+                          None if draws is None else (n + 1) / 2 * int(draws), tokens,
+                          note="loss increase under noise on the FFN output (chapter 4): a sweep over layers "
+                               "with the prefix cache, once per noise draw"))
     if len(out) and out[0].values.size != n:
         raise AnatomyKitError(f"{path} has {out[0].values.size} layers; the card has {n}")
     return out
