@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..anatomy.blockwise import block_nll_from_layer, block_targets, ppl_change_interval
-from ..card.pruning import last_k_sets, pruned, random_sets, set_key
+from ..card.pruning import last_k_sets, pruned, random_p, random_sets, set_key
 from ..hf.evaluation import capture_prefix
 from ..hf.layers import decoder_layers
 from ..progress import progress_bar
@@ -120,14 +120,12 @@ def one_shot(values: np.ndarray, k: int) -> tuple[int, ...]:
 
 
 def random_set_null(ppl: float, pool: Sequence[float], k: int, exact: bool) -> RandomSetNull:
-    """``ppl`` against the PPLs of random ``k``-sets: ``P(random ≤ ppl)`` (``exact``: every set enumerated, ``#/n``;
-    else ``(1 + #)/(1 + n)``); ties within a relative 1e-9 count as "as good"."""
+    """``ppl`` against the PPLs of random ``k``-sets; ``p`` is the card's :func:`~anatomy_kit.card.pruning.random_p`
+    (``P(random ≤ ppl)``: ``exact``, every set enumerated, ``#/n``; else ``(1 + #)/(1 + n)``; ties count)."""
     if len(pool) == 0:
         raise AnatomyKitError("random_set_null needs at least one random set's PPL")
     r = np.asarray(pool, dtype=float)
-    tol = 1e-9 * max(1.0, abs(ppl))
-    count = int((r <= ppl + tol).sum())
-    p = count / r.size if exact else (1 + count) / (1 + r.size)
+    p = random_p(ppl, r, exact)
     low, high = np.quantile(r, [0.025, 0.975])
     return RandomSetNull(float(ppl), float(p), "less", int(r.size), int(r.size), "exact" if exact else "monte carlo",
                          float(r.mean()), float(r.std()), float(low), float(high), r, k=k)
