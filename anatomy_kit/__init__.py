@@ -19,9 +19,11 @@ Every public function names, in its docstring, the chapter that introduces it. S
   their rank agreement and families, pruning by each signal against random sets, the same signals
   across the book's models, the decisions each would make, the whole verdict table (chapter 7);
 - :mod:`anatomy_kit.lm` – the kit's own decoder, ``train(model, …)``, checkpoints, process pool
-  (chapters 3, 5, 6);
+  (chapters 3, 5, 6), and the one FLOP and memory model (``estimates``: time and memory at every scale);
 - :mod:`anatomy_kit.stats` – paired differences, intervals, rank correlations with exact p-values;
-- :mod:`anatomy_kit.book` – chapter parameters, stores, claims and verdicts, report, runner, CLI;
+- :mod:`anatomy_kit.verdicts` – the project's core idea: claims decided by declared rules, nulls,
+  the combination table, compact claims tables;
+- :mod:`anatomy_kit.book` – chapter parameters, stores, report, runner, CLI;
 - :mod:`anatomy_kit.exercises` – the self-checks of the chapters' exercises.
 
 Top-level helpers: :mod:`anatomy_kit.validate` (named errors), :mod:`anatomy_kit.manifest`

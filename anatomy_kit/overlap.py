@@ -18,7 +18,7 @@ def overlap_chance(shared: int, n_items: int, size_a: int, size_b: int) -> float
 
     The hypergeometric upper tail ``P(X ≥ shared)``, ``X ~ Hypergeom(n_items, size_a, size_b)``: the
     chance of a top-k overlap when the items (layers) are exchangeable. Used by
-    :class:`anatomy_kit.book.rules.SetOverlap` (chapter 1) and the layer report card's agreement panel.
+    :class:`anatomy_kit.verdicts.rules.SetOverlap` (chapter 1) and the layer report card's agreement panel.
     """
     n = check_int("n_items", n_items, minimum=1)
     a = check_int("size_a", size_a, minimum=0, maximum=n)

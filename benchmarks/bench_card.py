@@ -13,9 +13,9 @@ Targets (issue 19): whole card ≤ 10 min and ≤ 3 GB peak RSS on 2 CPU cores; 
 
 GPU estimate: the card's FLOP model (:mod:`anatomy_kit.card.cost`) counts the layer and head passes of
 every stage exactly for the measured card, and predicts them for SmolLM2-1.7B (24 layers, d = 2048,
-vocabulary 49,152, FFN 8,192; its config.json) and Llama-3.1-8B (:data:`anatomy_kit.book.estimates.HUB_SHAPES`)
+vocabulary 49,152, FFN 8,192; its config.json) and Llama-3.1-8B (:data:`anatomy_kit.lm.estimates.HUB_SHAPES`)
 with the same settings; FLOPs divided by the assumed float32 inference throughput of one H100-class GPU
-(:data:`anatomy_kit.book.estimates.ASSUMED_FLOPS`, 50 % of the float32 peak; the card runs in float32
+(:data:`anatomy_kit.lm.estimates.ASSUMED_FLOPS`, 50 % of the float32 peak; the card runs in float32
 by default) give the time. An estimate, not a measurement: small batches reach less of the peak.
 """
 
@@ -40,7 +40,7 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
     from anatomy_kit.card import CardSettings, build_card
     from anatomy_kit.card.cache import peak_rss_mb
     from anatomy_kit.card.cost import card_flops, card_passes
-    from anatomy_kit.book.estimates import HUB_SHAPES
+    from anatomy_kit.lm.estimates import HUB_SHAPES
 
     torch.set_num_threads(threads)
     settings = CardSettings(quick=mode == "quick", **({"tokens": tokens} if tokens else {}))
@@ -58,7 +58,7 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
 
 def gpu_estimates(settings: dict) -> dict:
     """Seconds on one GPU, per model, from the planned passes of the same settings (module docstring)."""
-    from anatomy_kit.book.estimates import ASSUMED_FLOPS, HUB_SHAPES, ModelShape
+    from anatomy_kit.lm.estimates import ASSUMED_FLOPS, HUB_SHAPES, ModelShape
     from anatomy_kit.card import CardSettings
     from anatomy_kit.card.cost import card_flops, planned_passes
 

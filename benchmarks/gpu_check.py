@@ -18,7 +18,7 @@ Progress goes to stderr.
    vocabulary 50,304) in bf16 at the preset's micro-batch (32 × 1024 tokens), eager and through
    ``torch.compile``: tokens/s, FLOP/s and MFU after ``untimed_steps`` warm-up steps (compilation
    and allocator warm-up are not speed), and the peak of ``torch.cuda.max_memory_allocated``
-   against :func:`anatomy_kit.book.estimates.training_memory` (ok within ±25 %). Target: MFU ≥ 40 %.
+   against :func:`anatomy_kit.lm.estimates.training_memory` (ok within ±25 %). Target: MFU ≥ 40 %.
 4. ``resume``: a checkpoint written by a CPU run (float32) resumed on the device (bf16 where the
    GPU computes it natively): a run moves between machines.
 5. ``ddp`` and ``fsdp``: with two or more GPUs, ``torchrun --nproc_per_node=<GPUs>`` (NCCL,
@@ -167,7 +167,7 @@ def token_file(folder: Path):
 
 def check_training(device: torch.device, size: dict, tf, compile_model: bool) -> dict:
     """The preset's decoder for a few dozen steps: tokens/s, FLOP/s, MFU after warm-up, peak memory vs estimate."""
-    from anatomy_kit.book.estimates import lm_shape, training_memory
+    from anatomy_kit.lm.estimates import lm_shape, training_memory
     from anatomy_kit.lm import TrainConfig, build_lm, train
     from anatomy_kit.lm.launch import result_summary
     from anatomy_kit.lm.speed import training_precision

@@ -4,7 +4,7 @@ import pytest
 
 from anatomy_kit.card import CardSettings, build_card
 from anatomy_kit.card.cost import card_flops, card_passes, planned_passes
-from anatomy_kit.book.estimates import HUB_SHAPES
+from anatomy_kit.lm.estimates import HUB_SHAPES
 from anatomy_kit.hf.layers import decoder_layers
 
 from conftest import tiny_llama

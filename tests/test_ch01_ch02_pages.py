@@ -23,7 +23,7 @@ def test_code_cells_fit_the_page_width(page):
 def test_claims_come_from_rules_not_by_hand(page):
     nb = to_notebook(ROOT / "notebooks" / page)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "LegacyClaim" not in code and "from anatomy_kit.book.claims import Claim" in code
+    assert "LegacyClaim" not in code and "from anatomy_kit.verdicts.claims import Claim" in code
     assert "claims_view(claims" in code          # the compact table of the verdicts the rules decided
     for word in ('"reproduced"', '"partly reproduced"', '"not reproduced"', '"not comparable"',
                  '"not established"'):

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from anatomy_kit.book import run as chapter
-from anatomy_kit.book.claims import Claim, NotComparable
+from anatomy_kit.verdicts.claims import Claim, NotComparable
 from anatomy_kit.book.report import build_report
 from anatomy_kit.validate import AnatomyKitError
 

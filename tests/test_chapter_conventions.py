@@ -203,7 +203,7 @@ scale = "smoke"
 import numpy as np
 
 from anatomy_kit import geometry
-from anatomy_kit.book.tables import claims_view
+from anatomy_kit.verdicts.tables import claims_view
 from anatomy_kit.growth import phases
 ```
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book import claims as C
+from anatomy_kit.verdicts import claims as C
 from anatomy_kit.manifest import references
 from anatomy_kit.validate import AnatomyKitError
 

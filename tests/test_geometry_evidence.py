@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from anatomy_kit import geometry as G
-from anatomy_kit.book.rules import BeyondNull
+from anatomy_kit.verdicts.rules import BeyondNull
 from anatomy_kit.validate import AnatomyKitError
 
 

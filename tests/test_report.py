@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from anatomy_kit.book.claims import Claim, Magnitude, NotComparable, SetOverlap
+from anatomy_kit.verdicts.claims import Claim, Magnitude, NotComparable, SetOverlap
 from anatomy_kit.book.report import PAPERS, build_report, environment_line, report_markdown, verdict_matrix
 from anatomy_kit.jsonio import write_json
 

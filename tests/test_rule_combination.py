@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book import claims as C
-from anatomy_kit.book.decision import combine_verdicts
+from anatomy_kit.verdicts import claims as C
+from anatomy_kit.verdicts.decision import combine_verdicts
 from anatomy_kit.validate import AnatomyKitError
 
 REF = {"value": 100.0, "unit": "%"}

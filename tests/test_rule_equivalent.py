@@ -7,9 +7,9 @@ import pytest
 from scipy import stats as sps
 
 from anatomy_kit import stats
-from anatomy_kit.book.claims import Claim
-from anatomy_kit.book.equivalence import resolvable_difference
-from anatomy_kit.book.rules import Equivalent, IntervalContains
+from anatomy_kit.verdicts.claims import Claim
+from anatomy_kit.verdicts.equivalence import resolvable_difference
+from anatomy_kit.verdicts.rules import Equivalent, IntervalContains
 from anatomy_kit.validate import AnatomyKitError
 
 REF = {"value": "qualitative", "unit": None}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book.claims import Claim
-from anatomy_kit.book.rules import IntervalContains
+from anatomy_kit.verdicts.claims import Claim
+from anatomy_kit.verdicts.rules import IntervalContains
 from anatomy_kit.validate import AnatomyKitError
 
 REF = {"value": "qualitative", "unit": None}

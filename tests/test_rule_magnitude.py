@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book.claims import Claim
-from anatomy_kit.book.rules import Magnitude, RankAtMost
+from anatomy_kit.verdicts.claims import Claim
+from anatomy_kit.verdicts.rules import Magnitude, RankAtMost
 from anatomy_kit.validate import AnatomyKitError
 
 L11 = {"value": 63419.0, "unit": "% PPL change"}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book.nulls import edge_overlap_chance, edge_rank_chance, fit_edge_trend
-from anatomy_kit.book.rules import SetOverlap
+from anatomy_kit.verdicts.nulls import edge_overlap_chance, edge_rank_chance, fit_edge_trend
+from anatomy_kit.verdicts.rules import SetOverlap
 from anatomy_kit.validate import AnatomyKitError
 
 N = 24

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from anatomy_kit import stats
-from anatomy_kit.book import claims as C
-from anatomy_kit.book import rules as R
-from anatomy_kit.book.decision import SUMMARY_MAX, Decision, near_threshold, shorten
+from anatomy_kit.verdicts import claims as C
+from anatomy_kit.verdicts import rules as R
+from anatomy_kit.verdicts.decision import SUMMARY_MAX, Decision, near_threshold, shorten
 from anatomy_kit.validate import AnatomyKitError
 
 REF = {"value": 100.0, "unit": "%"}

@@ -197,7 +197,7 @@ def test_decisive_test_measures_the_pruned_models_and_reuses_the_cards_sets(buil
 
 
 def test_a_random_set_null_is_judged_and_named_as_random_sets():
-    from anatomy_kit.book.rules import BeyondNull
+    from anatomy_kit.verdicts.rules import BeyondNull
 
     null = pruning_mod.random_set_null(10.0, [11.0 + i for i in range(39)], k=3, exact=False)
     decision = BeyondNull("less").decide(null, {})

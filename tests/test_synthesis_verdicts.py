@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from anatomy_kit import manifest
-from anatomy_kit.book.claims import (ByConstruction, Claim, Close, DifferenceSign, IntervalAbove, IntervalBelow,
+from anatomy_kit.verdicts.claims import (ByConstruction, Claim, Close, DifferenceSign, IntervalAbove, IntervalBelow,
                                      Magnitude, NotComparable)
-from anatomy_kit.book.decision import VERDICTS
+from anatomy_kit.verdicts.decision import VERDICTS
 from anatomy_kit.jsonio import write_json
 from anatomy_kit.manifest import LIMITED_BY, references
 from anatomy_kit.synthesis.verdicts import (SELF, TABLE_COLUMNS, VerdictRow, book_claims, verdict_counts,

@@ -1,4 +1,4 @@
-"""Compact claims tables (anatomy_kit.book.tables): numbers to three significant digits, every verdict a
+"""Compact claims tables (anatomy_kit.verdicts.tables): numbers to three significant digits, every verdict a
 badge colour, text escaped, one line of why, details folded; the same rows from a Claim and from report.json."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from anatomy_kit.book import tables as T
-from anatomy_kit.book.claims import Claim, Magnitude, NotComparable, SetOverlap
-from anatomy_kit.book.decision import VERDICT_MEANINGS, VERDICTS
+from anatomy_kit.verdicts import tables as T
+from anatomy_kit.verdicts.claims import Claim, Magnitude, NotComparable, SetOverlap
+from anatomy_kit.verdicts.decision import VERDICT_MEANINGS, VERDICTS
 from anatomy_kit.jsonio import write_json
 from anatomy_kit.stats import paired_difference
 
@@ -136,8 +136,8 @@ def test_a_long_unit_is_named_in_the_details_only():
 
 def test_a_structured_input_shows_as_the_rule_reads_it():
     """A set judged with the map it was picked from shows its layers, a rank from intervals its rank."""
-    from anatomy_kit.book.claims import Claim
-    from anatomy_kit.book.rules import RankAtMost, SetOverlap
+    from anatomy_kit.verdicts.claims import Claim
+    from anatomy_kit.verdicts.rules import RankAtMost, SetOverlap
     from anatomy_kit.stats import Interval
 
     profile = {l: float(v) for l, v in enumerate([50, 9, 8, 7, 1, 2, 3, 4, 30, 20, 40, 60])}

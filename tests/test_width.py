@@ -437,7 +437,7 @@ def test_six_paired_seeds_let_the_exact_test_decide_alone():
     interval is unbounded), with 6 seeds of one sign it does (p = 2/64) and one seed of the other sign
     leaves it undecided."""
     from anatomy_kit import stats
-    from anatomy_kit.book.rules import DifferenceSign
+    from anatomy_kit.verdicts.rules import DifferenceSign
 
     ref = {"value": "negative"}
     three, six = [-0.03, -0.01, -0.02], [-0.03, -0.01, -0.02, -0.04, -0.005, -0.02]
@@ -466,7 +466,7 @@ def test_paired_losses_pair_seeds():
 
 def test_paper_comparisons_follow_the_table_and_the_papers_sign():
     from anatomy_kit.allocation.experiment import paper_comparisons
-    from anatomy_kit.book.rules import DifferenceSign
+    from anatomy_kit.verdicts.rules import DifferenceSign
     from anatomy_kit.manifest import reference
 
     ref = reference("p2.val_loss_440m")

@@ -27,7 +27,7 @@ from ..validate import AnatomyKitError, check_choice, check_int
 from .schedules import allocate, exponents_from_intrinsic_dimension, parse_rule
 
 if TYPE_CHECKING:
-    from ..book.estimates import MemoryPlan
+    from ..lm.estimates import MemoryPlan
 
 __all__ = ["EXPONENT_CHOICES", "rule_slug", "rule_inputs", "RuleGrid", "paired_losses", "paper_comparisons"]
 
@@ -103,12 +103,12 @@ class RuleGrid:
         """Choose micro-batch and activation checkpointing from ``device``'s free memory (chapter 5).
 
         On CUDA the largest micro-batch whose estimated peak
-        (:func:`~anatomy_kit.book.estimates.training_memory` of the uniform-width model, the
+        (:func:`~anatomy_kit.lm.estimates.training_memory` of the uniform-width model, the
         rules' parameter count) fits the free memory (``torch.cuda.mem_get_info``), without
         checkpointing if one fits; on a CPU the preset's own split. Every run of the grid then
         reads the same rows per step. Returns the plan (its ``str`` says it in one line).
         """
-        from ..book.estimates import choose_micro_batch, lm_shape
+        from ..lm.estimates import choose_micro_batch, lm_shape
         from ..lm.speed import free_memory
 
         P = self.preset

@@ -5,7 +5,7 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 
 - ``verdict_words.md`` — each verdict's badge and meaning (the intro's "How to read a verdict"),
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
-  :data:`~anatomy_kit.book.decision.VERDICT_MEANINGS`,
+  :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
 - ``estimates_table.md`` — the running page's full-scale estimates (:mod:`.estimates`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .decision import VERDICT_MEANINGS, VERDICTS
-from .tables import badge_html
+from ..verdicts.decision import VERDICT_MEANINGS, VERDICTS
+from ..verdicts.tables import badge_html
 
 __all__ = ["GENERATED", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
            "persistence_figure", "setup"]
@@ -95,7 +95,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def write_generated(book_dir: Path) -> list[Path]:
     """Write every generated part into ``book_dir/_generated`` and return their paths (the book build)."""
-    from .estimates import markdown_table
+    from ..lm.estimates import markdown_table
 
     out = Path(book_dir) / GENERATED
     out.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
-from .decision import VERDICTS
-from .tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
+from ..verdicts.decision import VERDICTS
+from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
 __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line"]
 

@@ -131,9 +131,9 @@ def resolve_run(chapter: str, *, scale: str, device: str, defaults: dict[str, di
 
 
 def _claim_dict(claim) -> dict:
-    """A claim as the report stores it; only :class:`anatomy_kit.book.claims.Claim` (rule-decided) is accepted."""
-    from .claims import Claim
+    """A claim as the report stores it; only :class:`anatomy_kit.verdicts.claims.Claim` (rule-decided) is accepted."""
+    from ..verdicts.claims import Claim
 
     if not isinstance(claim, Claim):
-        raise AnatomyKitError(f"claim={claim!r} is not a Claim; build it with anatomy_kit.book.claims.Claim(id, ours, rule)")
+        raise AnatomyKitError(f"claim={claim!r} is not a Claim; build it with anatomy_kit.verdicts.claims.Claim(id, ours, rule)")
     return claim.to_dict()

@@ -6,14 +6,14 @@ greedy steps and measured sets say what ran); :func:`planned_passes` predicts th
 alone, for a model not yet measured (random k-sets start, on average, at layer (L − k)/(k + 1); the
 other proposals are assumed to do the same). :func:`card_flops` turns either into FLOPs with chapter 1's
 count (2 FLOPs per weight and token, plus 4·T·d per layer and token for the attention scores, T the
-block size; :mod:`anatomy_kit.book.estimates`). Layers that a causal edit or a pruned set skips still
+block size; :mod:`anatomy_kit.lm.estimates`). Layers that a causal edit or a pruned set skips still
 run (their output is then replaced), so they count. ``benchmarks/bench_card.py`` uses this to put a
 GPU estimate beside the CPU measurements. Used by the book page *Your model's report card*.
 """
 
 from __future__ import annotations
 
-from ..book.estimates import ModelShape
+from ..lm.estimates import ModelShape
 from .causal import CAUSAL_SIGNALS
 from .settings import CardSettings
 from .work import geometry_blocks

@@ -74,7 +74,7 @@ class TrainConfig:
     replicating it (DistributedDataParallel); ``untimed_steps``: the first steps of a call that
     tokens/s, FLOP/s and MFU leave out (compilation, allocator and kernel warm-up). Nor do
     ``precision`` or the split of a step's rows into ``batch_size × grad_accum`` (their product
-    is the identity), which the device decides (:func:`anatomy_kit.book.estimates.choose_micro_batch`).
+    is the identity), which the device decides (:func:`anatomy_kit.lm.estimates.choose_micro_batch`).
     """
 
     steps: int

@@ -1,7 +1,7 @@
 """The book's whole verdict table: every claim of chapters 1–6, grouped by what would change its verdict.
 
 Chapters write ``<build>/metrics/<chapter>.json`` with a ``"claims"`` list (records of
-:meth:`anatomy_kit.book.claims.Claim.to_dict`), the files the report is built from.
+:meth:`anatomy_kit.verdicts.claims.Claim.to_dict`), the files the report is built from.
 :func:`book_claims` reads every claim of every chapter into a :class:`VerdictRow` and joins it with
 its entry of ``data_manifest/references.yaml``, whose declared ``limited_by`` field says the one
 thing that would most likely move our verdict (:data:`anatomy_kit.manifest.LIMITED_BY`: more seeds,
@@ -20,7 +20,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..book.decision import VERDICTS, shorten
+from ..verdicts.decision import VERDICTS, shorten
 from ..jsonio import read_json
 from ..manifest import LIMITED_BY, references
 from ..validate import AnatomyKitError, check_choice
@@ -149,7 +149,7 @@ def verdict_table(rows: Iterable[VerdictRow]) -> pd.DataFrame:
 
 def verdict_counts(rows: Iterable[VerdictRow]) -> dict[str, dict[str, int]]:
     """``{limited_by: {verdict: number of claims}}``: groups and verdicts that occur, in the orders of
-    :data:`~anatomy_kit.manifest.LIMITED_BY` and :data:`~anatomy_kit.book.decision.VERDICTS`."""
+    :data:`~anatomy_kit.manifest.LIMITED_BY` and :data:`~anatomy_kit.verdicts.decision.VERDICTS`."""
     rows = _check_rows(rows)
     return {group: {v: n for v in VERDICTS if (n := sum(r.limited_by == group and r.verdict == v for r in rows))}
             for group in LIMITED_BY if any(r.limited_by == group for r in rows)}

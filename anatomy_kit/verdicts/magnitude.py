@@ -1,4 +1,4 @@
-"""Order of magnitude and rank, judged with the interval (used through :mod:`anatomy_kit.book.rules`).
+"""Order of magnitude and rank, judged with the interval (used through :mod:`anatomy_kit.verdicts.rules`).
 
 A paper's "+63,419 %" makes two claims a referee judges apart: a magnitude (:class:`Magnitude`: is
 ours within a factor of it, for the whole interval?) and a rank (:class:`RankAtMost`: is that layer

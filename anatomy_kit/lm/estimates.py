@@ -20,7 +20,7 @@ estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares 
 (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
 turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
 
-    python -m anatomy_kit.book.estimates            # the table on the running page
+    python -m anatomy_kit.lm.estimates            # the table on the running page
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rules that decide verdicts on paper claims (used through :mod:`anatomy_kit.book.claims`).
+"""The rules that decide verdicts on paper claims (used through :mod:`anatomy_kit.verdicts.claims`).
 
 Each rule is a frozen dataclass with ``decide(ours, reference) -> Decision`` and
 ``describe(reference) -> str``; the text the report shows is generated from the same fields that

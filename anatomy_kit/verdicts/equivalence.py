@@ -1,4 +1,4 @@
-"""Equality claims judged by an equivalence test (used through :mod:`anatomy_kit.book.rules`).
+"""Equality claims judged by an equivalence test (used through :mod:`anatomy_kit.verdicts.rules`).
 
 "The ε = 0 control equals the full recipe" cannot be concluded from an interval that contains 0:
 that is absence of evidence (:class:`~.rules.IntervalContains` says only "no difference

@@ -1,4 +1,4 @@
-"""Rules built from other rules, and the rules that never judge a number (used through :mod:`anatomy_kit.book.rules`).
+"""Rules built from other rules, and the rules that never judge a number (used through :mod:`anatomy_kit.verdicts.rules`).
 
 - ``AllOf``: a claim with several parts, each decided by its own rule, combined by one fixed table
   (:func:`~.decision.combine_verdicts`: "mixed" when some parts hold and others are contradicted);

@@ -7,9 +7,9 @@ the reason, the interval or null, the note, secondary readings (which never deci
 the verdict sits near its threshold (another machine may flip it).
 
 The HTML is self-contained: badge colours are inline (:data:`VERDICT_COLOURS`, one per verdict of
-:data:`~anatomy_kit.book.decision.VERDICTS`), so a table reads the same in a live notebook; the
+:data:`~anatomy_kit.verdicts.decision.VERDICTS`), so a table reads the same in a live notebook; the
 book's ``_static/anatomy.css`` only fits it to the page column (``table.ak-claims``).
-Rows come from :class:`~anatomy_kit.book.claims.Claim` objects (a chapter) or from the claim
+Rows come from :class:`~anatomy_kit.verdicts.claims.Claim` objects (a chapter) or from the claim
 dictionaries of ``report.json`` (the report); fields another version of ``Claim`` lacks
 (``summary``, ``near_threshold``, ``secondary``) fall back to what is there.
 """
@@ -216,7 +216,7 @@ def _reference(claim: Any) -> Mapping:
 
 
 def claim_row(claim: Any) -> ClaimRow:
-    """A :class:`ClaimRow` from a :class:`~anatomy_kit.book.claims.Claim` or a ``report.json`` claim dict."""
+    """A :class:`ClaimRow` from a :class:`~anatomy_kit.verdicts.claims.Claim` or a ``report.json`` claim dict."""
     ref = _reference(claim)
     data = _get(claim, "ours_data", None) if isinstance(claim, Mapping) else None
     ours = data if data is not None else _get(claim, "ours")

@@ -30,6 +30,7 @@ from ..manifest import references
 from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, format_spearman, signed
 from ..validate import AnatomyKitError
 from .decision import _g, shorten
+from .registry import rule_spec
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
                     Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
                     RankCorrelation, Requires, SetOverlap, paper_value)
@@ -104,6 +105,7 @@ class Claim:
                 "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
                 "shown": self.shown, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
                 "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
+                "rule_spec": rule_spec(self.rule),
                 "secondary": _jsonable(self.secondary_text()), "secondary_data": _jsonable(self.secondary),
                 "evidence": _jsonable(self.evidence), "note": self.note}
 
