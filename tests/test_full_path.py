@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import device_guard
 import standins
 from conftest import ROOT
 
@@ -107,16 +108,27 @@ def test_the_manifest_and_the_stand_ins_name_the_same_hub_corpora():
     assert hub == standins.CORPORA
 
 
+@pytest.fixture
+def guarded(standin_env, tmp_path):
+    """The stand-in environment plus the device guard in the kernel (``tests/device_guard.py``).
+
+    The chapter runs with ``device="cpu"`` while the guard labels what a GPU run would hold on the
+    accelerator and raises where CUDA would, naming the notebook cell's line.
+    """
+    return {**standin_env, **device_guard.kernel_startup(tmp_path / "ipython")}
+
+
 @pytest.mark.whole_run
 @pytest.mark.parametrize("chapter", sorted(FULL_PATH))
-def test_chapter_runs_its_full_path_on_stand_ins(chapter, standin_env, tmp_path):
+def test_chapter_runs_its_full_path_on_stand_ins(chapter, guarded, tmp_path):
     from anatomy_kit.book.chapters import chapter_manifest
     from anatomy_kit.book.runner import execute_chapter
 
     entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
     start = time.time()
     execute_chapter(entry, scale="full", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
-                    root=ROOT, environ=standin_env)
+                    root=ROOT, environ=guarded)
     doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
     assert doc["run"]["scale"] == "full"
+    assert (tmp_path / "ipython" / device_guard.STAMP).exists(), "the device guard did not start in the kernel"
     print(f"{chapter} full path on stand-ins: {time.time() - start:.0f} s")

@@ -47,9 +47,9 @@ def block_targets(batches: Sequence[Batch] | PrefixCache) -> np.ndarray:
     return np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).cpu().numpy() for b in batches]).astype(int)
 
 
-def _rows_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor) -> list[float]:
-    """Summed NLL of each row of final-normed hidden states (B, T, d) with labels (B, T)."""
-    return [float(x) for x in row_nll(model, hidden, labels)]   # one pass of the head for all rows
+def _as_numpy(rows: list[torch.Tensor]) -> np.ndarray:
+    """Per-row NLLs of every batch, (B,) each, as one float64 array: one copy to the host, not one per row."""
+    return torch.cat([r.detach().to(rows[0].device) for r in rows]).double().cpu().numpy()
 
 
 @torch.no_grad()
@@ -66,13 +66,13 @@ def block_nll_from_layer(model: nn.Module, cache: PrefixCache, start: int) -> np
         raise AnatomyKitError("cache must be a PrefixCache from evaluation.capture_prefix(model, batches)")
     if not 0 <= start < len(layers):
         raise AnatomyKitError(f"start={start} is out of range; this model has layers 0..{len(layers) - 1}")
-    out: list[float] = []
+    out: list[torch.Tensor] = []
     for calls, batch in zip(cache.calls, cache.batches):
         hidden = calls[start].hidden
         for i in range(start, len(layers)):
             hidden = hidden_of(layers[i](hidden, *calls[i].args, **calls[i].kwargs))
-        out.extend(_rows_nll(model, final_norm(model)(hidden), batch.labels))
-    return np.asarray(out, dtype=float)
+        out.append(row_nll(model, final_norm(model)(hidden), batch.labels))   # one head pass per batch
+    return _as_numpy(out)
 
 
 @torch.no_grad()
@@ -80,11 +80,11 @@ def block_nll_full(model: nn.Module, batches: Sequence[Batch]) -> np.ndarray:
     """Summed NLL of every block through the whole model (no cache); shape (B,)."""
     if not batches:
         raise AnatomyKitError("no batches: give at least one batch of evaluation tokens")
-    out: list[float] = []
+    out: list[torch.Tensor] = []
     for b in batches:
         h = model.get_decoder()(input_ids=b.input_ids, attention_mask=b.attention_mask, use_cache=False)
-        out.extend(_rows_nll(model, h.last_hidden_state, b.labels))
-    return np.asarray(out, dtype=float)
+        out.append(row_nll(model, h.last_hidden_state, b.labels))
+    return _as_numpy(out)
 
 
 def pct_change(log_ratio: float) -> float:

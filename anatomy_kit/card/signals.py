@@ -15,7 +15,9 @@ taken after it, so it is not used). Layer ℓ maps ``h_ℓ`` to ``h_{ℓ+1}``. F
 
 :func:`state_hooks` records them while *any* forward pass of the model runs (the card runs them
 during its prefix-cache capture, so they cost no pass of their own); the sums stay tensors on the
-model's device (a model on the ``meta`` device works: no value is read until :meth:`SignalSums.to_numpy`).
+device of the first layer's input, each per-layer term moved there (a model split over GPUs with a
+``device_map`` works: where two layers on two devices meet, the earlier state moves to the later
+one's device); a model on the ``meta`` device works: no value is read until :meth:`SignalSums.to_numpy`).
 Per token, the states are taken in float32 whatever the model's dtype. Low values of every signal
 mean "this layer changes little", which the pruning literature reads as "prunable".
 """
@@ -74,21 +76,23 @@ class SignalSums:
         """Take in ``h_index`` (B, T, d) with token weights (B, T); pair it with the kept earlier states."""
         h = hidden.detach().float()
         self._start(h)
+        home = self.cos.device                   # the sums' device: the first state's
         w = weight.to(h.device, torch.float32)
         unit = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-30)
         if index == 0:
-            self.tokens = self.tokens + w.sum().double()
+            self.tokens = self.tokens + w.sum().double().to(home)
         for n in range(1, self.n_offsets + 1):
             earlier = self._recent.get(index - n)
             if earlier is None:
                 continue
-            h_prev, unit_prev = earlier
+            # a model split over devices (device_map): the earlier state may sit on another one
+            h_prev, unit_prev = (x.to(h.device) for x in earlier)
             angle = 2 * torch.asin(((unit - unit_prev).norm(dim=-1) / 2).clamp(max=1.0)) / torch.pi   # (B, T)
-            self.angle[index - n, n - 1] += (angle * w).sum().double()
+            self.angle[index - n, n - 1] += (angle * w).sum().double().to(home)
             if n == 1:
-                self.cos[index - 1] += ((unit * unit_prev).sum(dim=-1) * w).sum().double()
-                self.update[index - 1] += ((h - h_prev).norm(dim=-1) * w).sum().double()
-                self.norm[index - 1] += (h_prev.norm(dim=-1) * w).sum().double()
+                self.cos[index - 1] += ((unit * unit_prev).sum(dim=-1) * w).sum().double().to(home)
+                self.update[index - 1] += ((h - h_prev).norm(dim=-1) * w).sum().double().to(home)
+                self.norm[index - 1] += (h_prev.norm(dim=-1) * w).sum().double().to(home)
         self._recent[index] = (h, unit)
         self._recent.pop(index - self.n_offsets, None)
 

@@ -76,33 +76,44 @@ def row_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk:
     the sum of these, so per-block and total numbers always agree to the last bit.
     """
     rows = torch.zeros(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+    bad = torch.zeros((), dtype=torch.long, device=hidden.device)   # non-finite NLLs, read once at the end
+    n_scored = 0
     for nll, row in _target_nll(model, hidden, labels, chunk, vocab_chunk):
+        nll, row = nll.to(rows.device), row.to(rows.device)
         rows = rows.index_add(0, row, nll)
+        bad = bad + (~torch.isfinite(nll)).sum()
+        n_scored += len(nll)
+    if n_scored and int(bad):                   # one host sync per call, not one per chunk
+        raise AnatomyKitError(f"logits hold non-finite values (NaN or inf) at {int(bad)} "
+                              f"of {n_scored} scored positions")
     return rows
 
 
 def _target_nll(model: nn.Module, hidden: torch.Tensor, labels: torch.Tensor, chunk: int, vocab_chunk: int):
-    """Yield (NLL of each scored position (n,), its row (n,)) for ``chunk`` scored positions at a time."""
-    target = labels[:, 1:]
-    keep = target != -100
-    h = hidden[:, :-1][keep]                       # (n_targets, d)
-    y = target[keep]                               # (n_targets,)
-    row_of = torch.arange(target.shape[0], device=target.device)[:, None].expand_as(target)[keep]
+    """Yield (NLL of each scored position (n,), its row (n,)) for ``chunk`` scored positions at a time.
+
+    Everything meets on the head's device: with a model split over GPUs (``device_map``) the
+    labels sit with the embeddings on the first, the final states on the last, and a tied head
+    with the embeddings.
+    """
     head = model.get_output_embeddings()
     cap = getattr(model.config, "final_logit_softcapping", None)   # Gemma 2/3 squash their logits
     weight = getattr(head, "weight", None)
-    if not (isinstance(weight, torch.Tensor) and weight.ndim == 2 and weight.shape[1] == h.shape[-1]):
+    if not (isinstance(weight, torch.Tensor) and weight.ndim == 2 and weight.shape[1] == hidden.shape[-1]):
         weight = None                              # an unusual head: call it on whole rows
     bias = getattr(head, "bias", None) if weight is not None else None
+    device = weight.device if weight is not None else hidden.device
+    target = labels[:, 1:].to(device)
+    keep = target != -100
+    h = hidden[:, :-1].to(device)[keep]            # (n_targets, d)
+    y = target[keep]                               # (n_targets,)
+    row_of = torch.arange(target.shape[0], device=device)[:, None].expand_as(target)[keep]
     for i in range(0, len(y), chunk):
         rows, tgt = h[i:i + chunk], y[i:i + chunk]
         if weight is None:
             nll = _block_nll(head(rows).float(), tgt, cap)
         else:
             nll = _blocked_nll(rows, tgt, weight, bias, cap, vocab_chunk)
-        if not bool(torch.isfinite(nll).all()):
-            raise AnatomyKitError(f"logits hold non-finite values (NaN or inf) at {int((~torch.isfinite(nll)).sum())} "
-                                  f"of {len(tgt)} scored positions")
         yield nll, row_of[i:i + chunk]
 
 

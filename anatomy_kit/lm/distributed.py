@@ -165,6 +165,24 @@ def barrier(ctx: Distributed) -> None:
         dist.barrier()
 
 
+#: Optimiser group entries that choose an implementation for this device, not a training setting.
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
+
+
+def with_live_flags(opt_state: dict, opt: torch.optim.Optimizer) -> dict:
+    """``opt_state`` (an optimiser ``state_dict``) with each group's implementation flags taken from ``opt``.
+
+    Set *before* loading: ``load_state_dict`` places the ``step`` counters by the loaded flags
+    (fused and capturable keep them on the parameters' device).
+    """
+    if len(opt_state["param_groups"]) != len(opt.param_groups):
+        raise AnatomyKitError(f"the saved optimiser has {len(opt_state['param_groups'])} parameter groups, "
+                              f"this one {len(opt.param_groups)}")
+    groups = [{**saved, **{k: live[k] for k in IMPLEMENTATION_FLAGS if k in live}}
+              for saved, live in zip(opt_state["param_groups"], opt.param_groups)]
+    return {**opt_state, "param_groups": groups}
+
+
 def _index_form(osd: dict, names: list[str]) -> dict:
     """A full optimiser state keyed by parameter name → keyed by position (``Optimizer.state_dict``'s form)."""
     index = {n: i for i, n in enumerate(names)}
@@ -207,7 +225,14 @@ def full_states(model: nn.Module, opt: torch.optim.Optimizer, ctx: Distributed, 
 
 def load_full_states(model: nn.Module, opt: torch.optim.Optimizer, model_state: dict, opt_state: dict,
                      ctx: Distributed, names: list[str]) -> None:
-    """Load full states (from a checkpoint every rank has read) into ``model`` and ``opt``."""
+    """Load full states (from a checkpoint every rank has read) into ``model`` and ``opt``.
+
+    The optimiser keeps *its own* implementation flags (``fused``, ``foreach``, …: those this device
+    was given by :func:`~anatomy_kit.lm.speed.make_optimizer`), not the saved ones that
+    ``load_state_dict`` would bring back: a CPU checkpoint resumed on a GPU runs fused, a GPU one
+    resumed on a CPU runs the bit-reproducible single-tensor path.
+    """
+    opt_state = with_live_flags(opt_state, opt)
     if not ctx.fsdp:
         model.load_state_dict(model_state)
         opt.load_state_dict(opt_state)

@@ -1,0 +1,142 @@
+"""The device guard's rules against hand-written cases: for each, one op CUDA rejects and one it accepts.
+
+The expectations are PyTorch-on-CUDA's behaviour (``TensorIterator``'s CPU-scalar rule, the
+indexing rule of ``aten::index``, ``Tensor.numpy``), written down case by case, not read from the guard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from device_guard import HOST, META, DeviceGuard, DeviceMixError
+
+ACC = torch.device("cpu", 1)          # the stand-in accelerator
+ACC2 = torch.device("cpu", 2)         # a second one (a model split over two GPUs)
+
+
+def test_a_binary_op_mixing_a_host_tensor_and_an_accelerator_tensor_raises():
+    with DeviceGuard():
+        a, h = torch.ones(3, device=ACC), torch.ones(3)
+        with pytest.raises(DeviceMixError, match="add"):
+            a + h
+        assert (a + a).device == ACC                         # one device: fine, and the result stays there
+
+
+def test_a_0_dim_host_tensor_mixes_freely_but_a_1_element_host_vector_does_not():
+    with DeviceGuard():
+        a = torch.ones(3, device=ACC)
+        assert (a * torch.tensor(2.0)).device == ACC         # 0-dim host: a CPU scalar
+        with pytest.raises(DeviceMixError):
+            a * torch.tensor([2.0])                          # shape (1,): a tensor, not a scalar
+
+
+def test_an_accelerator_scalar_with_a_host_tensor_raises_both_ways():
+    with DeviceGuard():
+        s, h = torch.tensor(2.0, device=ACC), torch.ones(3)
+        with pytest.raises(DeviceMixError):
+            h * s                                            # only *host* scalars are exempt
+        assert (s + torch.tensor(1.0)).device == ACC         # accelerator scalar + host scalar: fine
+
+
+def test_in_place_add_into_a_host_tensor_from_an_accelerator_scalar_raises():
+    """Crash 1 of issue 30: ``cos_sum[i] += cos.sum()`` with ``cos_sum`` on the host."""
+    with DeviceGuard():
+        host, acc = torch.zeros(4, dtype=torch.float64), torch.ones(5, device=ACC)
+        with pytest.raises(DeviceMixError, match="into a host tensor"):
+            host[1] += acc.double().sum()
+        host[1] += acc.double().sum().item()                 # moved to the host first: fine
+        acc_sum = torch.zeros(4, device=ACC)
+        acc_sum[1] += torch.tensor(3.0)                      # host scalar into the accelerator: fine
+        assert host[1].item() == 5.0 and acc_sum[1].item() == 3.0
+
+
+def test_in_place_matrix_sum_into_host_raises_and_on_the_device_passes():
+    """Crash 2 of issue 30: ``XtX += X.T @ X`` with ``XtX`` on the host and ``X`` on the device."""
+    with DeviceGuard():
+        X = torch.ones(5, 3, device=ACC)
+        with pytest.raises(DeviceMixError):
+            xtx = torch.zeros(3, 3)
+            xtx += X.T @ X
+        xtx = torch.zeros(3, 3, device=X.device)
+        xtx += X.T @ X
+        assert xtx.device == ACC and xtx[0, 0].item() == 5.0
+
+
+def test_index_select_and_scatter_need_their_index_on_the_device():
+    with DeviceGuard():
+        a = torch.arange(6.0, device=ACC)
+        with pytest.raises(DeviceMixError, match="index_select"):
+            a.index_select(0, torch.tensor([0, 2]))
+        assert a.index_select(0, torch.tensor([0, 2], device=ACC)).device == ACC
+        with pytest.raises(DeviceMixError, match="scatter"):
+            torch.zeros(6).scatter(0, torch.tensor([1], device=ACC), a[:1])
+        assert torch.zeros(6, device=ACC).scatter(0, torch.tensor([1], device=ACC), a[:1]).device == ACC
+
+
+def test_indexing_an_accelerator_tensor_with_a_host_index_is_allowed_but_not_the_reverse():
+    with DeviceGuard():
+        a, h = torch.arange(6.0, device=ACC), torch.arange(6.0)
+        assert a[torch.tensor([0, 2])].device == ACC          # host index: PyTorch moves it
+        with pytest.raises(DeviceMixError, match="__getitem__"):
+            h[torch.tensor([0, 2], device=ACC)]
+        with pytest.raises(DeviceMixError, match="__getitem__"):
+            torch.arange(3.0, device=ACC2)[torch.tensor([0], device=ACC)]
+
+
+def test_numpy_of_an_accelerator_tensor_raises_and_of_a_moved_one_passes():
+    with DeviceGuard():
+        a = torch.ones(3, device=ACC)
+        with pytest.raises(DeviceMixError, match="numpy"):
+            a.numpy()
+        with pytest.raises(DeviceMixError, match="numpy"):
+            np.asarray(a)
+        assert a.cpu().numpy().tolist() == [1.0, 1.0, 1.0] and a.sum().item() == 3.0
+
+
+def test_moves_follow_to_cpu_and_the_device_of_other_tensors():
+    with DeviceGuard() as guard:
+        h = torch.ones(3)
+        a = h.to(ACC)
+        assert guard.label(h) == HOST and guard.label(a) == 1 and a.device == ACC
+        assert h.device == torch.device("cpu")                # the host tensor is not moved with it
+        assert (a.cpu() + h).device == torch.device("cpu")
+        with pytest.raises(DeviceMixError):
+            a.to(torch.float64) + h                            # a dtype change stays on the device
+        assert (torch.zeros_like(a) + a).device == ACC         # created from a device tensor
+        assert (h.to(a) + a).device == ACC                     # .to(other): other's device
+
+
+def test_a_module_moved_to_the_device_holds_its_parameters_and_gradients_there():
+    with DeviceGuard() as guard:
+        lin = torch.nn.Linear(3, 2).to(ACC)
+        assert all(guard.label(p) == 1 for p in lin.parameters())
+        with pytest.raises(DeviceMixError, match="linear"):
+            lin(torch.ones(1, 3))                              # host input, device weights
+        lin(torch.ones(1, 3, device=ACC)).sum().backward()
+        assert guard.label(lin.weight.grad) == 1
+        torch.optim.SGD(lin.parameters(), lr=0.1).step()       # parameters and gradients together
+        assert guard.label(lin.weight) == 1
+
+
+def test_two_accelerators_do_not_mix():
+    with DeviceGuard():
+        a, b = torch.ones(3, device=ACC), torch.ones(3, device=ACC2)
+        with pytest.raises(DeviceMixError, match="accelerator 1 and accelerator 2"):
+            a - b
+        assert (a - b.to(a.device)).device == ACC
+
+
+def test_the_error_names_the_calling_line():
+    with DeviceGuard():
+        with pytest.raises(DeviceMixError, match="outside a notebook cell"):
+            torch.ones(2, device=ACC) + torch.ones(2)
+
+
+def test_a_device_that_is_not_a_cpu_is_rejected_by_name():
+    from device_guard import device_label
+
+    with pytest.raises(ValueError, match="cuda"):
+        device_label("cuda")
+    assert device_label("cpu") == HOST and device_label("cpu:2") == 2 and device_label("meta") == META
