@@ -212,12 +212,12 @@ class DeviceGuard(TorchFunctionMode):
         index_tensors = _tensors((index,), None) if not isinstance(index, torch.Tensor) else [index]
         for ix in index_tensors:
             if self.label(ix) not in (HOST, target):
-                self._fail(f"{name}: indexing a {_name(target)} tensor with an index on {_name(self.label(ix))}")
+                self._fail(f"{name}: indexing a tensor on {_name(target)} with an index on {_name(self.label(ix))}")
         if name in ("__setitem__", "index_put_", "index_put"):
             value = args[2] if len(args) > 2 else kwargs.get("values")
             if (index_tensors and isinstance(value, torch.Tensor) and self.label(value) != target
                     and not (self.label(value) == HOST and value.dim() == 0)):
-                self._fail(f"{name}: values on {_name(self.label(value))} put into a {_name(target)} tensor")
+                self._fail(f"{name}: values on {_name(self.label(value))} put into a tensor on {_name(target)}")
         out = func(*args, **kwargs)
         self._mark_all(out, target)
         return out
@@ -297,3 +297,30 @@ def kernel_startup(ipython_dir: Path) -> dict[str, str]:
     (startup / "00-device-guard.py").write_text(STARTUP.format(tests=str(Path(__file__).resolve().parent),
                                                               stamp=str(Path(ipython_dir) / STAMP)))
     return {"IPYTHONDIR": str(ipython_dir)}
+
+
+def _moved(x, device: torch.device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, tuple):
+        return tuple(_moved(v, device) for v in x)
+    return x
+
+
+def split_over_accelerators(model: torch.nn.Module, boundary: int) -> None:
+    """Place a Hugging Face causal LM as ``device_map`` does across two GPUs, on the stand-in accelerators.
+
+    Embeddings (and a head tied to them) and layers ``0 … boundary−1`` on accelerator 1, the other
+    layers and the final norm on accelerator 2; each moved module takes its inputs to its own
+    device first, as ``accelerate``'s ``AlignDevicesHook`` does. Call it inside a :class:`DeviceGuard`.
+    """
+    from anatomy_kit.hf.layers import decoder_layers, final_norm
+
+    first, second = torch.device("cpu", 1), torch.device("cpu", 2)
+    model.to(first)
+    modules = [(layer, first if i < boundary else second) for i, layer in enumerate(decoder_layers(model))]
+    for module, device in [*modules, (final_norm(model), second)]:
+        module.to(device)
+        module.register_forward_pre_hook(
+            (lambda d: lambda m, args, kwargs: (_moved(args, d), {k: _moved(v, d) for k, v in kwargs.items()}))(device),
+            with_kwargs=True)
