@@ -11,7 +11,8 @@ the evaluation blocks:
   the calibration NLL least, then *re-score every remaining layer on the already pruned model*, and
   repeat. What is re-scored: the summed NLL of the calibration blocks with each remaining layer
   skipped in addition. Cost per step: one capture pass plus one replay of layers j … L−1 per
-  remaining candidate j, about (L − k)/2 full passes over the calibration blocks;
+  remaining candidate j, about (L − k)/2 full passes over the calibration blocks, one batch at a
+  time (memory holds one batch's prefix cache);
 - **baselines**: "drop the last k layers" and random k-sets (k = 1: all L single layers, exactly;
   k ≥ 2: ``n_random`` sets drawn without repeats with the card's seed).
 
@@ -106,15 +107,20 @@ def random_sets(n_layers: int, max_k: int, n_random: int, seed: int) -> list[Can
 
 @torch.no_grad()
 def _calibration_scores(model: nn.Module, batches: list[Batch], removed: tuple[int, ...]) -> dict[int, float]:
-    """Summed calibration NLL with each remaining layer skipped on top of ``removed``: ``{layer: nll}``."""
-    with pruned(model, removed):
-        cache = capture_prefix(model, batches)
-    scores = {}
-    for j in range(len(decoder_layers(model))):
-        if j in removed:
-            continue
-        with pruned(model, removed + (j,)):
-            scores[j] = float(block_nll_from_layer(model, cache, j).sum())
+    """Summed calibration NLL with each remaining layer skipped on top of ``removed``: ``{layer: nll}``.
+
+    Streamed: one batch's prefix cache at a time, every candidate scored on it before the next
+    batch, so memory holds one batch whatever ``calibration_tokens`` is (as the card's settings say).
+    """
+    remaining = [j for j in range(len(decoder_layers(model))) if j not in removed]
+    scores = {j: 0.0 for j in remaining}
+    for batch in batches:
+        with pruned(model, removed):
+            cache = capture_prefix(model, [batch])
+        for j in remaining:
+            with pruned(model, removed + (j,)):
+                scores[j] += float(block_nll_from_layer(model, cache, j).sum())
+        del cache
     return scores
 
 
