@@ -49,7 +49,7 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
         card = build_card("embedded", settings=settings, device="cpu", cache_dir=cache, progress=False)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     passes = card_passes(card.doc)
-    flops = card_flops(passes, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], card.doc["text"]["block_size"])
+    flops = card_flops(passes, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], card.doc["text"]["block_size"], tied=True)
     return {"mode": mode, "threads": threads, "settings": card.doc["settings"], "n_layers": card.n_layers,
             "eval_tokens": card.doc["text"]["eval_tokens"], "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "peak_rss_mb": round(peak_rss_mb(), 0), "stages": card.doc["provenance"]["timings"],
@@ -63,10 +63,11 @@ def gpu_estimates(settings: dict) -> dict:
     from anatomy_kit.card.cost import card_flops, planned_passes
 
     s = CardSettings(**{**settings, "max_prune": None})
-    shapes = {"SmolLM2-1.7B": ModelShape(**SMOLLM2_17B), "Llama-3.1-8B": HUB_SHAPES["meta-llama/Llama-3.1-8B"]}
+    shapes = {"SmolLM2-1.7B": (ModelShape(**SMOLLM2_17B), True),          # tied head; Llama-3.1-8B: untied
+              "Llama-3.1-8B": (HUB_SHAPES["meta-llama/Llama-3.1-8B"], False)}
     out = {}
-    for name, shape in shapes.items():
-        flops = card_flops(planned_passes(shape.n_layers, s), shape, s.block_size)
+    for name, (shape, tied) in shapes.items():
+        flops = card_flops(planned_passes(shape.n_layers, s), shape, s.block_size, tied=tied)
         total = sum(flops.values())
         out[name] = {"tflop": round(total / 1e12, 1), "seconds": round(total / ASSUMED_FLOPS["eval-fp32"], 1),
                      "weights_gb_fp32": round(4 * shape.params / 1e9, 1),

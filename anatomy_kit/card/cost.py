@@ -77,9 +77,15 @@ def planned_passes(n_layers: int, settings: CardSettings, n_proposals: int = 9) 
     return out
 
 
-def card_flops(passes: dict, shape: ModelShape, block_size: int) -> dict[str, float]:
-    """FLOPs per stage of ``passes`` on a model of ``shape`` (head = vocabulary × width)."""
+def card_flops(passes: dict, shape: ModelShape, block_size: int, *, tied: bool) -> dict[str, float]:
+    """FLOPs per stage of ``passes`` on a model of ``shape`` (head = vocabulary × width).
+
+    ``tied``: whether the model's head is its embedding table. ``shape.params`` counts every table
+    the model holds; an untied model's input embedding is a lookup (no FLOPs), so it is taken out
+    of the layers' share with the head.
+    """
     head_params = shape.vocab * shape.d_model
-    per_layer = 2 * (shape.params - head_params) / shape.n_layers + 4 * block_size * shape.d_model
+    tables = head_params if tied else 2 * head_params
+    per_layer = 2 * (shape.params - tables) / shape.n_layers + 4 * block_size * shape.d_model
     return {stage: layer_tokens * per_layer + head_tokens * 2 * head_params
             for stage, (layer_tokens, head_tokens) in passes.items()}

@@ -32,7 +32,8 @@ from ..hf.models import check_model_name, convert_embedded, resolve_device
 from ..jsonio import read_json
 from ..anatomy.blockwise import block_nll_from_layer
 from .errors import InsufficientMemory, LayerAccessMismatch, UnsupportedArchitecture
-from .settings import CardSettings
+from .settings import CardSettings, default_max_prune
+from .signals import max_offset
 
 __all__ = ["model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
            "check_memory", "verify_layer_access", "model_identity"]
@@ -98,11 +99,15 @@ def _count_parameters(config) -> int:
 def estimate_memory(config, settings: CardSettings, *, device_type: str = "cpu") -> MemoryEstimate:
     """Memory of a card run from the configuration alone (the parameters counted on the ``meta`` device).
 
-    Activations of one batch of ``batch_size × block_size`` tokens: the prefix cache (every layer's
-    input, L × tokens × d at the parameter dtype), the states the cheap signals keep (K + 2 of them,
-    float32), the attention scores of one layer (heads × T² per row, float32), the MLP's hidden
-    activations (3 × tokens × FFN width) and the head's logits blocks (1024 × 4096 float32, three
-    live). Overhead: 600 MB for the Python process and libraries on a CPU, 300 MB of CUDA context.
+    Activations of one batch of ``batch_size × block_size`` tokens (every stage streams its batches,
+    greedy removal's calibration batches included): the prefix cache (every layer's input, L ×
+    tokens × d at the parameter dtype), the states the cheap signals keep (2(N + 1) float32: each
+    state and its unit vector for N + 1 layers, N = :func:`.signals.max_offset` with K = the
+    settings' or :func:`.settings.default_max_prune`), the attention scores of one layer (heads ×
+    T² per row, float32), the MLP's hidden activations (3 × tokens × FFN width) and the head's
+    logits blocks (1024 × 4096 float32, three live); plus what stays on the device for the whole
+    run: the ids, mask and labels of every evaluation and calibration block (3 × int64 per
+    token). Overhead: 600 MB for the Python process and libraries on a CPU, 300 MB of CUDA context.
     """
     n_params = _count_parameters(config)
     itemsize = torch.empty(0, dtype=getattr(torch, settings.dtype)).element_size()
@@ -111,9 +116,11 @@ def estimate_memory(config, settings: CardSettings, *, device_type: str = "cpu")
     heads = int(getattr(config, "num_attention_heads", getattr(config, "n_head", 1)) or 1)
     ffn = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
     tokens, t = settings.batch_size * settings.block_size, settings.block_size
-    k = settings.max_prune or max(1, n_layers // 4)
-    activations = (n_layers * tokens * d * itemsize + (k + 2) * tokens * d * 4 + settings.batch_size * heads * t * t * 4
-                   + 3 * tokens * ffn * 4 + 3 * 1024 * 4096 * 4)
+    k = settings.max_prune or default_max_prune(n_layers)
+    states = 2 * (max_offset(n_layers, k) + 1)
+    ids = 3 * 8 * (settings.n_eval_blocks + settings.n_calibration_blocks) * t
+    activations = (n_layers * tokens * d * itemsize + states * tokens * d * 4 + settings.batch_size * heads * t * t * 4
+                   + 3 * tokens * ffn * 4 + 3 * 1024 * 4096 * 4 + ids)
     overhead = 600 * 2**20 if device_type == "cpu" else 300 * 2**20
     return MemoryEstimate(int(n_params), int(n_params * itemsize), int(activations), int(overhead))
 
