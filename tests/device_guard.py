@@ -48,7 +48,7 @@ _NO_RULE = {
     "_has_compatible_shallow_copy_type", "is_floating_point", "is_complex", "size", "dim", "numel",
     "data_ptr", "untyped_storage", "_typed_storage", "storage_offset", "stride", "element_size",
     "register_hook", "requires_grad_", "retain_grad", "detach", "detach_", "__repr__", "__format__",
-    "__hash__", "__len__", "__reduce_ex__", "__deepcopy__", "_is_view", "is_contiguous", "is_leaf",
+    "__hash__", "__len__", "__reduce_ex__", "_is_view", "is_contiguous", "is_leaf",
     "item", "tolist", "__bool__", "__float__", "__int__", "__index__", "copy_", "set_", "type_as",
     "is_set_to", "is_same_size", "_set_grad_enabled", "backward", "pin_memory", "share_memory_",
     "__setstate__", "__getstate__", "_make_subclass", "as_subclass", "__iter__", "__contains__",
@@ -164,6 +164,10 @@ class DeviceGuard(TorchFunctionMode):
             return func(*args, **kwargs)
         if name in ("to", "cpu"):
             return self._move(func, name, args, kwargs)
+        if name == "__deepcopy__":                # a copy stays where its original is
+            out = func(*args, **kwargs)
+            self._mark_all(out, self.label(args[0]))
+            return out
         if name in _INDEXING:
             return self._index(func, name, args, kwargs)
         return self._op(func, name, args, kwargs)
@@ -269,6 +273,8 @@ def install(stamp: str | None = None) -> DeviceGuard:
     resolve = models.resolve_device
 
     def resolve_device(device: str) -> torch.device:
+        if isinstance(device, str) and device.startswith("cpu:"):
+            return torch.device(device)           # str() of a stand-in accelerator, passed back in
         dev = resolve(device)
         return torch.device("cpu", 1) if dev.type == "cpu" else dev
 

@@ -120,6 +120,16 @@ def test_a_module_moved_to_the_device_holds_its_parameters_and_gradients_there()
         assert guard.label(lin.weight) == 1
 
 
+def test_a_deep_copy_of_a_moved_module_stays_on_the_device():
+    import copy
+
+    with DeviceGuard() as guard:
+        lin = copy.deepcopy(torch.nn.Linear(3, 2).to(ACC))
+        assert guard.label(lin.weight) == 1 and lin(torch.ones(1, 3, device=ACC)).device == ACC
+        with pytest.raises(DeviceMixError):
+            copy.deepcopy(torch.nn.Linear(3, 2))(torch.ones(1, 3, device=ACC))
+
+
 def test_two_accelerators_do_not_mix():
     with DeviceGuard():
         a, b = torch.ones(3, device=ACC), torch.ones(3, device=ACC2)

@@ -55,16 +55,20 @@ def run_name(recipe: GrowthRecipe, condition: str, seed: int) -> str:
     return grown_name(condition, seed)
 
 
-def _start_losses(path, eval_blocks, batch_size: int, eval_batches: int | None) -> dict[str, float]:
-    model = load_start(path)
-    return {f"gate {g:g}": evaluate(set_gate(model, g), eval_blocks, batch_size, eval_batches)
+def _start_losses(path, eval_blocks, batch_size: int, eval_batches: int | None, device) -> dict[str, float]:
+    model = load_start(path, device)
+    return {f"gate {g:g}": evaluate(set_gate(model, g), eval_blocks, batch_size, eval_batches, device=str(device))
             for g in (0.0, 1.0)}
 
 
 def collect_runs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, results: Mapping[str, Any],
-                 eval_blocks, *, key_seeds: list[int] | None = None) -> dict[str, dict[int, GrownRun]]:
+                 eval_blocks, *, key_seeds: list[int] | None = None,
+                 device: str | torch.device = "cpu") -> dict[str, dict[int, GrownRun]]:
     """``{condition: {seed: GrownRun}}`` for "small", every grown condition and "cold", each on its
-    seeds (:func:`~anatomy_kit.growth.experiment.arm_seeds`: the key arms on ``key_seeds`` too)."""
+    seeds (:func:`~anatomy_kit.growth.experiment.arm_seeds`: the key arms on ``key_seeds`` too).
+
+    Every grown start is evaluated at both gates on ``device`` (the run's: at full scale about 1M
+    tokens × 2 gates × ~40 starts)."""
     by_arm = arm_seeds(recipe, seeds, key_seeds)
     out: dict[str, dict[int, GrownRun]] = {}
     for cond in ("small", *recipe.conditions):
@@ -76,7 +80,7 @@ def collect_runs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, resul
             run = GrownRun(cond, s, r.final_eval_loss, list(r.eval_curve), list(r.loss_curve))
             if cond not in ("small", "cold"):
                 run.at_growth = _start_losses(paths.start(name), eval_blocks, recipe.batch_size,
-                                              recipe.eval_batches)
+                                              recipe.eval_batches, device)
                 run.meta = start_meta(paths.start(name))[1]
                 start_gate = "gate 0" if CONDITIONS[cond].gated else "gate 1"
                 before = out["small"][s].final_loss

@@ -70,11 +70,11 @@ def start_meta(path: str | os.PathLike) -> tuple[GPTConfig, dict]:
 
 
 def load_start(path: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
-    """The model saved by :func:`save_start` (same bytes, float32, on ``device``)."""
+    """The model saved by :func:`save_start` (same bytes, float32, on ``device``: read on the host, then moved)."""
     from safetensors.torch import load_file
 
     cfg, _ = start_meta(path)
-    return srio.build_gpt(cfg, load_file(str(path), device=str(torch.device(device))))
+    return srio.build_gpt(cfg, load_file(str(path), device="cpu")).to(torch.device(device))
 
 
 def grow_condition(model: GPT, new_d: int, condition: Condition | str, *, gate_tokens: int,

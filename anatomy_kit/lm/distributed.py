@@ -1,6 +1,7 @@
 """Training across processes with PyTorch's own engine, for :func:`anatomy_kit.lm.train` (chapter 5 at full scale).
 
-Under ``torchrun`` (``WORLD_SIZE`` > 1 in the environment) ``train`` joins the process group
+Under ``torchrun`` (``RANK``, ``WORLD_SIZE`` and ``MASTER_ADDR`` in the environment, any world size,
+1 included: one GPU then still runs the NCCL paths) ``train`` joins the process group
 (``nccl`` on CUDA, ``gloo`` on a CPU; one GPU per process, ``cuda:LOCAL_RANK``), and then
 
 - each optimiser step's batch rows (the same rows a single process would read) are split into
@@ -21,7 +22,7 @@ Under ``torchrun`` (``WORLD_SIZE`` > 1 in the environment) ``train`` joins the p
   only rank 0 writes checkpoints and shows a progress bar, after gathering the full state for
   FSDP; every rank resumes from the same checkpoint.
 
-One process (no ``WORLD_SIZE``, or 1) changes nothing: no process group, no wrapper.
+One process not launched by ``torchrun`` changes nothing: no process group, no wrapper.
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ class Distributed:
     world_size: int = 1
     local_rank: int = 0
     fsdp: bool = False
+    group: bool = False          # joined a process group (a torchrun launch, world size 1 included)
 
     @property
     def active(self) -> bool:
-        return self.world_size > 1
+        return self.group or self.world_size > 1
 
     @property
     def is_main(self) -> bool:
@@ -62,7 +64,8 @@ class Distributed:
 def join(device: str, fsdp: bool = False) -> tuple[Distributed, torch.device]:
     """Read ``torchrun``'s environment, join (or reuse) the process group, and choose this rank's device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    launched = world > 1 or all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
+    if not launched:
         if fsdp:
             raise AnatomyKitError("fsdp=True shards a model across processes: launch the run with torchrun "
                                   "(e.g. torchrun --nproc_per_node 2 script.py)")
@@ -76,7 +79,7 @@ def join(device: str, fsdp: bool = False) -> tuple[Distributed, torch.device]:
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     if dist.get_world_size() != world:
         raise AnatomyKitError(f"the process group has {dist.get_world_size()} ranks but WORLD_SIZE={world}")
-    return Distributed(rank=rank, world_size=world, local_rank=local, fsdp=bool(fsdp)), dev
+    return Distributed(rank=rank, world_size=world, local_rank=local, fsdp=bool(fsdp), group=True), dev
 
 
 def local_rows(rows: torch.Tensor, ctx: Distributed) -> torch.Tensor:

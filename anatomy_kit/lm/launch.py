@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = read_json(Path(args[0]), what="training spec")
     result = run_spec(spec)
     if not dist.is_initialized() or dist.get_rank() == 0:
-        write_json(Path(args[1]), result_summary(result))
+        backend = dist.get_backend() if dist.is_initialized() else None   # None: no process group
+        write_json(Path(args[1]), {**result_summary(result), "backend": backend})
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

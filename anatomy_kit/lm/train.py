@@ -268,7 +268,8 @@ def train(model: nn.Module, train_blocks: Any, eval_blocks: Any, config: TrainCo
     if cfg.precision == "bf16" and device.type == "cuda" and not native_bf16(device):
         raise AnatomyKitError(f"precision='bf16' on {device_name(device)}, which only emulates bf16 (compute "
                               "capability below 8.0); use precision='fp32' (speed.training_precision chooses it)")
-    model.to(device)
+    if not (ctx.active and ctx.fsdp):
+        model.to(device)         # FSDP shards first (dist_.wrap) and moves only this rank's shard
     chosen = select_parameters(model, trainable)
     identity = {"start": state_digest(model), "train": cfg.fingerprint(), "trainable": list(chosen),
                 "train_blocks": list(train_blocks.shape), "eval_blocks": list(eval_blocks.shape)}
