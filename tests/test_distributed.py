@@ -109,3 +109,12 @@ def test_rows_are_split_evenly_and_an_uneven_batch_is_refused():
     with pytest.raises(AnatomyKitError, match="fsdp=True shards a model across processes"):
         tr, ev = _blocks()
         train(build_lm(LMConfig(**MODEL), 0), tr, ev, TrainConfig(**{**TRAIN, "steps": 2, "warmup": 0, "fsdp": True}))
+
+
+def test_a_torchrun_launch_of_one_process_joins_a_group_and_shards(data_files, single, tmp_path):
+    """World size 1 under torchrun: a process group (NCCL on one GPU, gloo here) and FSDP really run."""
+    ckpt = tmp_path / "ckpt"
+    got = _torchrun(data_files, "fsdp-one", 1, fsdp=True, checkpoint_dir=str(ckpt), checkpoint_every=16)
+    assert got["backend"] == "gloo" and got["world_size"] == 1 and got["completed"]
+    assert (ckpt / "checkpoint.json").exists()
+    _assert_same_curve(got, single)
