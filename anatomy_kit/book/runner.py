@@ -17,27 +17,29 @@ import shutil
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..validate import AnatomyKitError, check_choice
 from .chapters import chapter_manifest, project_root
 
 
-@contextmanager
-def patched_environ(**values: str) -> Iterator[None]:
-    """Set environment variables for the block (kernels started inside inherit them), then restore them."""
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def kernel_manager(environ: dict[str, str]):
+    """A ``jupyter_client`` kernel manager class whose kernels get ``environ`` on top of this process's.
+
+    The variables go to the kernel process only: ``os.environ`` is never edited, so threads that
+    run chapters side by side (``benchmarks/gpu_check.py``) cannot see each other's.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    extra = {str(k): str(v) for k, v in environ.items()}
+
+    class ChapterKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["env"] = {**kw.get("env", os.environ), **extra}
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return ChapterKernelManager
 
 
 class ChapterFailed(RuntimeError):
@@ -117,11 +119,11 @@ def execute_chapter(entry: dict[str, Any], *, scale: str, device: str, build_dir
     print(f"[{name}] {entry['title']}: executing at scale={scale!r} (budget {entry['budget_s']} s)", flush=True)
     start = time.time()
     try:
-        # progress bars are for interactive use; the kernel inherits these variables
-        with patched_environ(TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **(environ or {})):
-            pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
-                                cwd=str(root / "notebooks"), execution_timeout=timeout, progress_bar=False,
-                                log_output=False)
+        # progress bars are for interactive use; the kernel gets these variables
+        manager = kernel_manager({"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(environ or {})})
+        pm.execute_notebook(str(source_nb), str(out_nb), parameters=params, kernel_name="python3",
+                            cwd=str(root / "notebooks"), execution_timeout=timeout, progress_bar=False,
+                            log_output=False, kernel_manager_class=manager)
     except pm.PapermillExecutionError as err:
         raise ChapterFailed(f"chapter {entry['id']} ({entry['file']}) failed in cell {err.cell_index} "
                             f"(execution count {err.exec_count}): {err.ename}: {err.evalue}; "
