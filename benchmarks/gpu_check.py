@@ -1,33 +1,45 @@
-"""GPU check: the one script to run when a GPU is lent. Offline, about 10 minutes on one GPU.
+"""GPU check: what to run when a GPU is lent. Offline, no GGUF; two commands of at most 8 minutes each.
 
-    python benchmarks/gpu_check.py             # on a CUDA machine: every check at its real size
-    python benchmarks/gpu_check.py --toy       # anywhere (automatic without CUDA): the same code at toy sizes
+    python benchmarks/gpu_check.py --part chapters --out chapters.json   # every chapter's full path on the GPU
+    python benchmarks/gpu_check.py --part training --out training.json   # map, training, compile, resume, DDP/FSDP
+    python benchmarks/gpu_check.py --toy                                 # anywhere: both parts at toy sizes (CI)
 
-Every check runs through the kit's own code paths, reports ``"ok"`` (true / false, or null with
-``"skipped"`` and why) and never stops the others; the script prints ONE JSON (the date, the device,
-the torch and CUDA versions, every check) on stdout, writes it to ``--out`` (default
-``benchmarks/results/gpu_check-<date>-<device>.json``), and exits non-zero if a check failed.
-Progress goes to stderr.
+The wheels a bare GPU machine lacks come from ``benchmarks/device_wheels.sh`` (README, "Checking a
+GPU first"). Every check runs through the kit's own code paths and never stops the others; each
+prints ONE line on stderr (``name: ok`` / ``name: FAILED (the exception)`` / ``name: skipped (why)``),
+and the JSON (the date, the device, the versions, every check so far: :func:`report`) is rewritten
+to ``--out`` after every check, so a command cut off by a time limit keeps what finished.
+``--budget-s`` skips the checks that would start after it. The last JSON is also printed on
+stdout; the exit status is non-zero if a check failed.
 
-1. ``chapters``: every chapter's full path on the stand-ins (``tests/standins.py``: tiny random
-   models saved under the real hub ids, the Python docs as the hub corpora), with ``device="cuda"``,
-   at the sizes ``tests/test_full_path.py`` uses on the CPU: every branch a GPU takes in the
-   chapters (models and batches on the device, growth on the device, bf16 where the recipe asks).
-2. ``map``: chapter 1's neighbour-mean ablation map of the embedded SmolLM2 at full evaluation size.
-3. ``train`` and ``train_compiled``: the 128M preset's decoder (12 × 768, FFN 2048, context 1024,
+Models are *stand-ins*: SmolLM2-135M's real shape and tokenizer (``tests/standin_files/smollm2``)
+with random weights, and ``tests/standins.py``'s tiny models under the real hub ids.
+
+``chapters``: every chapter's full path on the stand-ins with ``device="cuda"`` at the sizes
+``tests/test_full_path.py`` uses, ``chapter_jobs`` at a time (each kernel gets its own variables:
+:func:`anatomy_kit.book.runner.kernel_manager`). Without ``datasets`` the chapters read the Python
+docs instead of the hub corpora; without POT the chapters that compute Gromov–Wasserstein
+(:data:`NEEDS_POT`) are skipped, and the check says so.
+
+``training``:
+
+1. ``map``: chapter 1's neighbour-mean ablation map of the SmolLM2-shaped model at full evaluation size;
+2. ``train`` and ``train_compiled``: the 128M preset's decoder (12 × 768, FFN 2048, context 1024,
    vocabulary 50,304) in bf16 at the preset's micro-batch (32 × 1024 tokens), eager and through
-   ``torch.compile``: tokens/s, FLOP/s and MFU after ``untimed_steps`` warm-up steps (compilation
-   and allocator warm-up are not speed), and the peak of ``torch.cuda.max_memory_allocated``
-   against :func:`anatomy_kit.lm.estimates.training_memory` (ok within ±25 %). Target: MFU ≥ 40 %.
-4. ``resume``: a checkpoint written by a CPU run (float32) resumed on the device (bf16 where the
-   GPU computes it natively): a run moves between machines.
-5. ``ddp`` and ``fsdp``: with two or more GPUs, ``torchrun --nproc_per_node=<GPUs>`` (NCCL,
-   ``WORLD_SIZE`` ≥ 2) trains one decoder with DistributedDataParallel and with FSDP; with one GPU
-   they are skipped. ``--toy`` runs them with two CPU processes (gloo).
+   ``torch.compile``: tokens/s, FLOP/s and MFU after ``untimed_steps`` warm-up steps, and the
+   peak of ``torch.cuda.max_memory_allocated`` against :func:`anatomy_kit.lm.estimates.training_memory`
+   (ok within ±25 %). Target: MFU ≥ 40 %;
+3. ``resume``: a checkpoint written by a CPU run (float32) resumed on the device (bf16 where native);
+4. ``ddp`` and ``fsdp``: ``torchrun`` with one process per GPU — one GPU included: a process group
+   over NCCL, one wrapped (DDP) or sharded (FSDP) training step, one checkpoint. ``--toy``: two CPU
+   processes over gloo;
+5. ``split_card``: with two or more GPUs, the card's signals and the head's NLL on the
+   SmolLM2-shaped model split by ``device_map`` (layers 0–14 on the first GPU, the rest on the
+   second); skipped with one.
 
-``--toy`` runs checks 2–5 at toy sizes on the CPU (a 4-layer map on 2 blocks of 32 tokens, the
-``smoke`` decoder for 8 steps in float32, no compilation) and the chapters only if ``--chapters``
-names some: ``tests/test_gpu_check.py`` runs it in CI, so the script cannot rot where there is no GPU.
+``--toy`` runs both parts on the CPU at toy sizes (a 4-layer map on 2 blocks of 32 tokens, the
+``smoke`` decoder for 8 steps in float32, no compilation, no chapter unless ``--chapters`` names
+some): ``tests/test_gpu_check.py`` runs it in CI, so the script cannot rot where there is no GPU.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
@@ -51,20 +64,29 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))            # the stand-ins and the chapters' full-path sizes
 
 SIZES = {
     "gpu": dict(map_blocks=64, map_block_size=256, map_batch=16, map_layers=None, preset="128M", vocab=50304,
                 steps=60, untimed=10, compiled_steps=60, compiled_untimed=20, batch_size=32, precision="bf16",
-                dist_steps=8, chapters="all", chapter_jobs=3),
+                dist_steps=2, chapters="all", chapter_jobs=3),
     "toy": dict(map_blocks=2, map_block_size=32, map_batch=2, map_layers=4, preset="smoke", vocab=49152, steps=8,
                 untimed=2, compiled_steps=0, compiled_untimed=0, batch_size=4, precision="fp32", dist_steps=4,
                 chapters="", chapter_jobs=1),
 }
 MEMORY_BAND = (0.75, 1.25)      # measured peak / estimate
+PARTS = {"chapters": ("chapters",),
+         "training": ("map", "train", "train_compiled", "resume", "ddp", "fsdp", "split_card")}
+#: Chapters whose path computes Gromov–Wasserstein (POT): chapter 4, and the card (its work signals) in the card page and chapter 7.
+NEEDS_POT = ("ch04_geometric_work", "card_report", "ch07_synthesis")
 
 
 def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def check(name: str, fn, *args) -> dict:
@@ -76,8 +98,12 @@ def check(name: str, fn, *args) -> dict:
         out = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000],
                "traceback": traceback.format_exc()[-3000:]}
     out.setdefault("seconds", time.perf_counter() - start)
-    state = "skipped" if out.get("ok") is None else ("ok" if out["ok"] else "FAILED")
-    say(f"{name}: {state} in {out['seconds']:.0f} s" + (f" ({out['error']})" if "error" in out else ""))
+    if out.get("ok") is None:
+        say(f"{name}: skipped ({one_line(out.get('skipped', ''))})")
+    elif out["ok"]:
+        say(f"{name}: ok in {out['seconds']:.0f} s")
+    else:
+        say(f"{name}: FAILED in {out['seconds']:.0f} s ({one_line(out.get('error', 'a result out of range'))[:300]})")
     return out
 
 
@@ -90,13 +116,49 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# --- 1. every chapter's full path on the stand-ins ---------------------------------------------------------
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+# --- the SmolLM2-shaped stand-in ---------------------------------------------------------------------------
+
+def smollm2_folder(scratch: Path) -> Path:
+    """SmolLM2-135M's config and tokenizer in a folder (committed files; no GGUF, no download)."""
+    import standins
+
+    return standins.smollm2_folder(scratch / "smollm2")
+
+
+def smollm2_model(folder: Path, device: torch.device, device_map: dict | None = None):
+    """A LlamaForCausalLM of SmolLM2-135M's exact shape with random weights (seed 0), evaluation mode."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).eval()
+    if device_map is not None:
+        from accelerate import dispatch_model
+
+        return dispatch_model(model, device_map=device_map)
+    return model.to(device)
+
+
+def token_file(folder: Path, tokenizer_folder: Path):
+    """The Python docs tokenised with SmolLM2's tokenizer into a token file (built once per run)."""
+    from transformers import AutoTokenizer
+
+    from anatomy_kit import data
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_folder)
+    return data.build_token_file(data.load_corpus("python-docs"), tok, folder, corpus_name="python-docs",
+                                 tokenizer_name="SmolLM2 (committed stand-in files)")
+
+
+# --- chapters: every chapter's full path on the stand-ins ----------------------------------------------------
 
 def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Path) -> dict:
     """Each chapter at ``scale="full"`` on the stand-ins, ``jobs`` at a time; one entry per chapter."""
     if not names:
         return skipped("no chapter named (--chapters)")
-    sys.path.insert(0, str(ROOT / "tests"))
     import standins
     from test_full_path import FULL_PATH
 
@@ -106,46 +168,55 @@ def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Pa
     unknown = sorted(set(names) - set(FULL_PATH))
     if unknown:
         raise ValueError(f"chapters {unknown} have no full-path sizes; known: {sorted(FULL_PATH)}")
+    hub_corpora = has_module("datasets")
     with contextlib.redirect_stdout(sys.stderr):
-        environ = standins.build(scratch / "standins")
+        environ = standins.build(scratch / "standins", corpora=hub_corpora)
     entries = {c["id"]: c for c in chapter_manifest(ROOT)}
+    extra = {} if hub_corpora else {"corpus": "python-docs"}
 
     def one(chapter: str) -> dict:
+        if chapter in NEEDS_POT and not has_module("ot"):
+            return check(f"chapter {chapter}", skipped, "POT is not installed (device_wheels.sh leaves it out when "
+                         "it does not fit): Gromov-Wasserstein is not checked")
+
         def run() -> dict:
             seconds = execute_chapter(entries[chapter], scale="full", device=device.type,
                                       build_dir=scratch / f"build-{chapter}", book_dir=None,
-                                      params=FULL_PATH[chapter], root=ROOT, environ=environ)
+                                      params={**FULL_PATH[chapter], **extra}, root=ROOT, environ=environ)
             return {"ok": True, "seconds": seconds}
         return check(f"chapter {chapter}", run)
 
     with contextlib.redirect_stdout(sys.stderr), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = dict(zip(names, pool.map(one, names)))
-    return {"ok": all(r["ok"] for r in results.values()), "chapters": results}
+    ran = [c for c, r in results.items() if r["ok"] is not None]
+    return {"ok": all(r["ok"] is not False for r in results.values()) and bool(ran), "chapters": results,
+            "corpora": "hub stand-ins" if hub_corpora else "python-docs (datasets is not installed)",
+            "ran": ran, "skipped_chapters": sorted(set(results) - set(ran))}
 
 
-# --- 2. chapter 1's map ---------------------------------------------------------------------------------
+# --- training part ------------------------------------------------------------------------------------------
 
-def check_map(device: torch.device, size: dict) -> dict:
-    """Chapter 1's neighbour-mean ablation map of the embedded model."""
+def check_map(device: torch.device, size: dict, folder: Path) -> dict:
+    """Chapter 1's neighbour-mean ablation map of the SmolLM2-shaped model."""
+    from transformers import AutoTokenizer
+
     from anatomy_kit import anatomy, data
-    from anatomy_kit.hf import evaluation, models
+    from anatomy_kit.hf import evaluation
 
-    loaded = models.load_model("embedded", device=str(device))
-    blocks = data.token_blocks(loaded.tokenizer, "python-docs", block_size=size["map_block_size"], n_train=0,
-                               n_eval=size["map_blocks"])
+    model = smollm2_model(folder, device)
+    blocks = data.token_blocks(AutoTokenizer.from_pretrained(folder), "python-docs",
+                               block_size=size["map_block_size"], n_train=0, n_eval=size["map_blocks"])
     batches = evaluation.make_batches(blocks.eval, size["map_batch"], device=device)
     _sync(device)
     t = time.perf_counter()
     layers = None if size["map_layers"] is None else list(range(size["map_layers"]))
-    amap = anatomy.ablation_map(loaded.model, batches, layers=layers, progress=False)
+    amap = anatomy.ablation_map(model, batches, layers=layers, progress=False)
     _sync(device)
     ok = bool(math.isfinite(float(amap.baseline_ppl)) and torch.isfinite(torch.as_tensor(amap.delta_pct)).all())
-    return {"ok": ok, "model": loaded.description, "layers": len(amap.layers), "tokens": int(blocks.eval.numel()),
-            "seconds": time.perf_counter() - t, "baseline_ppl": float(amap.baseline_ppl),
-            "max_delta_pct": float(amap.delta_pct.max())}
+    return {"ok": ok, "model": "SmolLM2-135M shape, random weights", "layers": len(amap.layers),
+            "tokens": int(blocks.eval.numel()), "seconds": time.perf_counter() - t,
+            "baseline_ppl": float(amap.baseline_ppl), "max_delta_pct": float(amap.delta_pct.max())}
 
-
-# --- 3. training speed and memory -------------------------------------------------------------------------
 
 def model_config(size: dict):
     from anatomy_kit.lm import PRESETS, LMConfig
@@ -155,20 +226,10 @@ def model_config(size: dict):
                     ffn_widths=[P["mean_width"]] * P["n_layers"], max_seq_len=P["block_size"])
 
 
-def token_file(folder: Path):
-    """The Python docs tokenised with SmolLM2's tokenizer into a token file (built once per run)."""
-    from anatomy_kit import data
-    from anatomy_kit.hf import models
-
-    tok = models.load_model("embedded", device="cpu").tokenizer
-    return data.build_token_file(data.load_corpus("python-docs"), tok, folder, corpus_name="python-docs",
-                                 tokenizer_name="SmolLM2 (embedded)")
-
-
 def check_training(device: torch.device, size: dict, tf, compile_model: bool) -> dict:
     """The preset's decoder for a few dozen steps: tokens/s, FLOP/s, MFU after warm-up, peak memory vs estimate."""
-    from anatomy_kit.lm.estimates import lm_shape, training_memory
     from anatomy_kit.lm import TrainConfig, build_lm, train
+    from anatomy_kit.lm.estimates import lm_shape, training_memory
     from anatomy_kit.lm.launch import result_summary
     from anatomy_kit.lm.speed import training_precision
 
@@ -203,8 +264,6 @@ def check_training(device: torch.device, size: dict, tf, compile_model: bool) ->
     return out
 
 
-# --- 4. a CPU checkpoint resumed on the device ----------------------------------------------------------
-
 def check_resume(device: torch.device, size: dict, tf, scratch: Path) -> dict:
     """A small decoder trained on the CPU in float32 to step 4, then resumed on ``device`` (bf16 where native)."""
     from anatomy_kit.lm import LMConfig, TrainConfig, build_lm, train
@@ -223,20 +282,19 @@ def check_resume(device: torch.device, size: dict, tf, scratch: Path) -> dict:
             "resumed_on": there.device, "precision": precision, "final_eval_loss": there.final_eval_loss}
 
 
-# --- 5. several processes: DDP and FSDP under torchrun ----------------------------------------------------
-
 def check_torchrun(device: torch.device, size: dict, tf, scratch: Path, nproc: int, fsdp: bool) -> dict:
-    """One decoder trained by ``nproc`` processes (``torchrun``; NCCL on GPUs, gloo on a CPU), DDP or FSDP."""
-    if nproc < 2:
-        return skipped(f"{nproc} GPU: DDP and FSDP need two or more (WORLD_SIZE >= 2)")
+    """One decoder trained by ``nproc`` processes (``torchrun``; NCCL on GPUs, gloo on a CPU), DDP or FSDP,
+    with one checkpoint at the end. One process is a process group too: the NCCL paths run on one GPU."""
     from anatomy_kit.lm.speed import training_precision
 
     cfg = model_config({**size, "preset": "debug"})
     name = "fsdp" if fsdp else "ddp"
+    ckpt = scratch / f"{name}-checkpoint"
     spec = {"model": cfg.to_dict(), "seed": 0,
             "train": {"steps": size["dist_steps"], "batch_size": 4 * nproc, "lr": 3e-3, "eval_batches": 1,
                       "device": device.type, "precision": training_precision(size["precision"], device),
-                      "fsdp": fsdp, "progress": False},
+                      "fsdp": fsdp, "progress": False, "checkpoint_dir": str(ckpt),
+                      "checkpoint_every": size["dist_steps"]},
             "data": {"token_file": str(tf.folder), "block_size": cfg.max_seq_len, "verify": False}}
     (scratch / f"{name}.json").write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT")}
@@ -244,14 +302,40 @@ def check_torchrun(device: torch.device, size: dict, tf, scratch: Path, nproc: i
         env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m",
            "anatomy_kit.lm.launch", str(scratch / f"{name}.json"), str(scratch / f"{name}-out.json")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     if proc.returncode:
         return {"ok": False, "error": f"torchrun exited with {proc.returncode}", "stderr": proc.stderr[-3000:]}
     got = json.loads((scratch / f"{name}-out.json").read_text())
-    return {"ok": bool(got["completed"] and got["world_size"] == nproc and math.isfinite(got["final_eval_loss"])),
-            "world_size": got["world_size"], "device": got["device"], "tokens_per_s": got["tokens_per_s"],
-            "mfu": got["mfu"], "final_eval_loss": got["final_eval_loss"],
-            "backend": "nccl" if device.type == "cuda" else "gloo"}
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    return {"ok": bool(got["completed"] and got["world_size"] == nproc and got["backend"] == backend
+                       and (ckpt / "checkpoint.json").exists() and math.isfinite(got["final_eval_loss"])),
+            "world_size": got["world_size"], "device": got["device"], "backend": got["backend"],
+            "checkpoint": (ckpt / "checkpoint.json").exists(), "tokens_per_s": got["tokens_per_s"],
+            "mfu": got["mfu"], "final_eval_loss": got["final_eval_loss"]}
+
+
+def check_split_card(device: torch.device, folder: Path, gpus: int) -> dict:
+    """The card's signals and the head's NLL on the SmolLM2-shaped model split over two GPUs at layer 15."""
+    if gpus < 2:
+        return skipped(f"{gpus} GPU: a model split by device_map needs two (the CPU device guard tests it)")
+    from anatomy_kit.card.signals import signal_pass
+    from anatomy_kit.hf import evaluation
+
+    whole = smollm2_model(folder, device)
+    ids = torch.randint(3, 49152, (2, 128), generator=torch.Generator().manual_seed(0))
+    ref = signal_pass(whole, ids.to(device), n_offsets=7).to_numpy()
+    (batch,) = evaluation.make_batches(ids, 2, device=device)
+    ppl = evaluation.perplexity(whole, [batch])
+    del whole
+    device_map = {"model.embed_tokens": 0, "model.rotary_emb": 0, "model.norm": 1, "lm_head": 0,
+                  **{f"model.layers.{i}": 0 if i < 15 else 1 for i in range(30)}}
+    split = smollm2_model(folder, device, device_map=device_map)
+    got = signal_pass(split, ids.to("cuda:0"), n_offsets=7).to_numpy()
+    (split_batch,) = evaluation.make_batches(ids, 2, device="cuda:0")
+    split_ppl = evaluation.perplexity(split, [split_batch])
+    gap = float(abs(got.cos - ref.cos).max())
+    return {"ok": bool(gap < 1e-3 and abs(split_ppl - ppl) < 1e-3 * ppl), "max_cos_sum_gap": gap,
+            "ppl": ppl, "split_ppl": split_ppl}
 
 
 # --- the run -------------------------------------------------------------------------------------------------
@@ -262,13 +346,50 @@ def environment(device: torch.device) -> dict:
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": device_name(device),
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
-            "native_bf16": native_bf16(device), "cpu_threads": torch.get_num_threads()}
+            "native_bf16": native_bf16(device), "cpu_threads": torch.get_num_threads(),
+            "modules": {m: has_module(m) for m in ("papermill", "ipykernel", "pandas", "datasets", "ot", "ripser")}}
+
+
+def planned_compute_s(size: dict, device: torch.device) -> dict:
+    """Compute time the training part needs by the FLOP model (:mod:`anatomy_kit.lm.estimates`).
+
+    Training: 3 × the forward FLOPs per token × the steps' tokens at the assumed bf16 rate
+    (``fp32`` on the CPU toy); the map: one forward pass of the SmolLM2 shape per layer over its
+    tokens, at the assumed fp32 evaluation rate. Start-up, compilation and the chapters are not in it.
+    """
+    from anatomy_kit.lm.estimates import ASSUMED_FLOPS, HUB_SHAPES, forward_flops, lm_shape
+
+    cfg = model_config(size)
+    steps = size["steps"] + size["compiled_steps"]
+    tokens = steps * size["batch_size"] * cfg.max_seq_len
+    kind = "train-bf16" if size["precision"] == "bf16" else "train-fp32"
+    train_s = 3 * forward_flops(lm_shape(cfg), tokens, cfg.max_seq_len) / ASSUMED_FLOPS[kind]
+    smol = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"]
+    n_layers = size["map_layers"] or smol.n_layers
+    map_tokens = size["map_blocks"] * size["map_block_size"]
+    map_s = n_layers * forward_flops(smol, map_tokens, size["map_block_size"]) / ASSUMED_FLOPS["eval-fp32"]
+    return {"train_s": round(train_s, 1), "map_s": round(map_s, 2), "rate_source": "lm.estimates.ASSUMED_FLOPS"}
+
+
+def report(doc: dict) -> dict:
+    """The JSON this script writes and prints: the environment and every check so far.
+
+    The one place that assembles it: whatever else the report should carry (for example a time
+    estimate of the ``hour`` preset from the measured rates) is added here.
+    """
+    return doc
+
+
+def write(doc: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(report(doc), indent=1, default=str) + "\n")
+    tmp.replace(out)                       # a reader (or a timeout) never sees half a file
 
 
 def chapter_list(arg: str | None, default: str) -> list[str]:
     value = default if arg is None else arg
     if value == "all":
-        sys.path.insert(0, str(ROOT / "tests"))
         from test_full_path import FULL_PATH
 
         return sorted(FULL_PATH)
@@ -278,37 +399,52 @@ def chapter_list(arg: str | None, default: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--toy", action="store_true", help="toy sizes on the CPU (automatic without CUDA)")
+    ap.add_argument("--part", choices=("chapters", "training", "all"), default="all",
+                    help="which command: the chapters, or the training checks (default: both)")
     ap.add_argument("--chapters", default=None, help="comma-separated chapter ids, 'all', or '' for none "
                                                        "(default: all on a GPU, none with --toy)")
-    ap.add_argument("--out", type=Path, default=None, help="the JSON to write")
+    ap.add_argument("--budget-s", type=float, default=450.0,
+                    help="skip the checks that would start after this many seconds (default 450)")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON to write (rewritten after every check)")
     args = ap.parse_args(argv)
+    if not args.budget_s > 0:
+        ap.error(f"--budget-s={args.budget_s} must be positive")
     toy = args.toy or not torch.cuda.is_available()
     device = torch.device("cpu" if toy else "cuda")
     size = SIZES["toy" if toy else "gpu"]
-    nproc = 2 if toy else torch.cuda.device_count()
+    gpus = torch.cuda.device_count() if not toy else 0
+    nproc = 2 if toy else gpus
+    names = PARTS["chapters"] + PARTS["training"] if args.part == "all" else PARTS[args.part]
     start = time.perf_counter()
-    doc = {**environment(device), "toy": toy, "sizes": size, "checks": {}}
-    checks = doc["checks"]
+    doc = {**environment(device), "toy": toy, "part": args.part, "sizes": size, "budget_s": args.budget_s,
+           "planned_compute_s": planned_compute_s(size, device), "checks": {}}
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", doc["device"]).strip("-").lower()
+    out = args.out or ROOT / "benchmarks" / "results" / (
+        f"gpu_check-{doc['date'][:10]}-{slug}-{args.part}{'-toy' if toy else ''}.json")
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        tf = token_file(scratch / "tokens")
-        checks["chapters"] = check("chapters", chapter_paths, device, chapter_list(args.chapters, size["chapters"]),
-                                   size["chapter_jobs"], scratch)
-        checks["map"] = check("map", check_map, device, size)
-        checks["train"] = check("train", check_training, device, size, tf, False)
-        checks["train_compiled"] = check("train_compiled", check_training, device, size, tf, True)
-        checks["resume"] = check("resume", check_resume, device, size, tf, scratch)
-        checks["ddp"] = check("ddp", check_torchrun, device, size, tf, scratch, nproc, False)
-        checks["fsdp"] = check("fsdp", check_torchrun, device, size, tf, scratch, nproc, True)
-    doc["ok"] = all(c.get("ok") is not False for c in checks.values())
+        folder = smollm2_folder(scratch)
+        tf = token_file(scratch / "tokens", folder) if "train" in names else None
+        plan = {"chapters": (chapter_paths, device, chapter_list(args.chapters, size["chapters"]),
+                             size["chapter_jobs"], scratch),
+                "map": (check_map, device, size, folder),
+                "train": (check_training, device, size, tf, False),
+                "train_compiled": (check_training, device, size, tf, True),
+                "resume": (check_resume, device, size, tf, scratch),
+                "ddp": (check_torchrun, device, size, tf, scratch, nproc, False),
+                "fsdp": (check_torchrun, device, size, tf, scratch, nproc, True),
+                "split_card": (check_split_card, device, folder, gpus)}
+        for name in names:
+            if time.perf_counter() - start > args.budget_s:
+                doc["checks"][name] = check(name, skipped, f"the {args.budget_s:.0f} s budget was spent")
+            else:
+                doc["checks"][name] = check(name, *plan[name])
+            doc["total_s"] = time.perf_counter() - start
+            write(doc, out)
+    doc["ok"] = all(c.get("ok") is not False for c in doc["checks"].values())
     doc["total_s"] = time.perf_counter() - start
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", doc["device"]).strip("-").lower()
-    name = f"gpu_check-{doc['date'][:10]}-{slug}{'-toy' if toy else ''}.json"
-    out = args.out or ROOT / "benchmarks" / "results" / name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, indent=1, default=str)
-    out.write_text(text + "\n")
-    print(text, flush=True)
+    write(doc, out)
+    print(json.dumps(report(doc), indent=1, default=str), flush=True)
     say(f"total {doc['total_s']:.0f} s; {'all checks passed' if doc['ok'] else 'SOME CHECKS FAILED'}; wrote {out}")
     return 0 if doc["ok"] else 1
 

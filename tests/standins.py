@@ -8,7 +8,8 @@ internet, so :func:`build` writes, under one folder,
   the same architecture class as the real one (Llama, Gemma 2, Gemma 3, Mistral, GPT-2), with the
   real model's number of layers, tied or untied embeddings, rope scaling and logit softcapping,
   saved under the real id, with ``refs/main`` pointing at it — the layout ``huggingface_hub``
-  leaves after a download. Tokenizers: SmolLM2's real one (from the embedded model); for the
+  leaves after a download. Tokenizers: SmolLM2's real one (:func:`smollm2_folder`: committed under
+  ``tests/standin_files/smollm2``, taken from the embedded model's conversion); for the
   others a byte-level BPE of 512 tokens fitted on the Python docs (their real tokenizers cannot
   be built offline);
 - ``hf/datasets/<Owner>___<name>/<config>/0.0.0/<hash>/``: the Python documentation topics as a
@@ -24,10 +25,14 @@ Numbers computed on these models mean nothing: the stand-ins exercise the code, 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
 from pathlib import Path
+
+#: SmolLM2-135M's config and tokenizer (tokenizer.json gzipped), from the embedded model's conversion.
+SMOLLM2_FILES = Path(__file__).resolve().parent / "standin_files" / "smollm2"
 
 #: hub id -> (architecture, real number of layers, extra config); what full scale loads.
 MODELS: dict[str, tuple[str, int, dict]] = {
@@ -95,13 +100,26 @@ def _bpe(vocab: int = 512):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", bos_token="<bos>", pad_token="<pad>")
 
 
-def _smollm2_tokenizer():
-    """SmolLM2's real tokenizer (49,152 tokens), from the embedded SmolLM2-135M-Instruct conversion."""
+def smollm2_folder(target: Path) -> Path:
+    """Write SmolLM2-135M's ``config.json`` and tokenizer into ``target``, a folder ``from_pretrained`` reads.
+
+    No GGUF and no download: ``benchmarks/gpu_check.py`` builds random-weight models of the real
+    shape and the real tokenizer from it on a machine without either.
+    """
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(SMOLLM2_FILES / name, target / name)
+    with gzip.open(SMOLLM2_FILES / "tokenizer.json.gz") as f:
+        (target / "tokenizer.json").write_bytes(f.read())
+    return target
+
+
+def _smollm2_tokenizer(root: Path):
+    """SmolLM2's real tokenizer (49,152 tokens), from the committed files (:func:`smollm2_folder`)."""
     from transformers import AutoTokenizer
 
-    from anatomy_kit.hf.models import convert_embedded
-
-    return AutoTokenizer.from_pretrained(convert_embedded())
+    return AutoTokenizer.from_pretrained(smollm2_folder(Path(root) / "smollm2"))
 
 
 def _config(arch: str, n_layers: int, vocab: int, extra: dict, tok):
@@ -181,21 +199,26 @@ def _save_corpus(datasets_cache: Path, scratch: Path, name: str) -> None:
     assert info["config_name"] == (config or "default"), info["config_name"]
 
 
-def build(root: Path) -> dict[str, str]:
-    """Write the stand-in cache under ``root`` (once; a stamp file marks it complete) and return :func:`environment`."""
+def build(root: Path, corpora: bool = True) -> dict[str, str]:
+    """Write the stand-in cache under ``root`` (once; a stamp file marks it complete) and return :func:`environment`.
+
+    ``corpora=False`` writes the models only (no ``datasets`` needed: a machine without it runs
+    the chapters on the Python docs).
+    """
     root = Path(root)
-    stamp = root / f"standins-{VERSION}.done"
+    stamp = root / f"standins-{VERSION}{'' if corpora else '-models'}.done"
     if not stamp.exists():
         hf = root / "hf"
         shutil.rmtree(hf, ignore_errors=True)
-        bpe, smol = _bpe(), _smollm2_tokenizer()
+        bpe, smol = _bpe(), _smollm2_tokenizer(root)
         for repo in MODELS:
             _save_model(hf / "hub", repo, smol if repo.startswith("HuggingFaceTB/") else bpe)
-        scratch = root / "scratch"
-        scratch.mkdir(parents=True, exist_ok=True)
-        for name in CORPORA:
-            _save_corpus(hf / "datasets", scratch, name)
-        shutil.rmtree(scratch, ignore_errors=True)
+        if corpora:
+            scratch = root / "scratch"
+            scratch.mkdir(parents=True, exist_ok=True)
+            for name in CORPORA:
+                _save_corpus(hf / "datasets", scratch, name)
+            shutil.rmtree(scratch, ignore_errors=True)
         stamp.write_text("ok")
     return environment(root)
 
