@@ -45,3 +45,22 @@ def test_signals_and_nll_of_a_model_split_at_layer_15_match_the_model_on_one_dev
     assert (got.update == sums.update).all() and (got.norm == sums.norm).all()
     assert torch.equal(split_rows, rows)
     assert ppl == evaluation.perplexity(whole, [batch])
+
+
+def test_the_ablation_map_across_the_boundary_matches_the_model_on_one_device():
+    """Neighbour means of layers 14 and 15 read a neighbour on the other accelerator; skips replay across it."""
+    from anatomy_kit.anatomy import ablation_map
+
+    ids = _inputs()
+    layers = [13, 14, 15, 16]
+    whole = tiny_llama(n_layers=30)
+    ref = {s: ablation_map(whole, evaluation.make_batches(ids, 2), strategy=s, layers=layers, progress=False)
+           for s in ("neighbour-mean", "skip")}
+    with DeviceGuard():
+        split = tiny_llama(n_layers=30)
+        split_over_accelerators(split, boundary=15)
+        got = {s: ablation_map(split, evaluation.make_batches(ids, 2, device=ACC), strategy=s, layers=layers,
+                               progress=False) for s in ref}
+    for s in ref:                                   # the same CPU computation in the same order: equal
+        assert got[s].baseline_ppl == ref[s].baseline_ppl
+        assert list(got[s].delta_pct) == list(ref[s].delta_pct), s

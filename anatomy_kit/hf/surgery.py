@@ -112,19 +112,24 @@ def neighbour_indices(n_layers: int, layer: int, which: str = "mean") -> list[in
 
 
 def neighbour_mean(model: nn.Module, layer: int, which: str = "mean") -> dict[str, torch.Tensor]:
-    """Every parameter of ``layer`` as the mean over its neighbours; keys are full parameter names."""
+    """Every parameter of ``layer`` as the mean over its neighbours; keys are full parameter names.
+
+    Each mean is formed on ``layer``'s own device (a model split over GPUs by ``device_map`` may
+    hold a neighbour on another).
+    """
     n = len(decoder_layers(model))
     idx = neighbour_indices(n, layer, which)
     params = dict(model.named_parameters())
     sources = [layer_parameter_names(model, j) for j in idx]
-    return {full: sum(params[s[rel]].detach() for s in sources) / len(sources)
+    return {full: sum(params[s[rel]].detach().to(params[full].device) for s in sources) / len(sources)
             for rel, full in layer_parameter_names(model, layer).items()}
 
 
 def neighbour_weight(model: nn.Module, layer: int, module: str, which: str = "previous") -> torch.Tensor:
     """The neighbour matrix N of ``module`` for ``layer`` (see :func:`neighbour_indices`); a new tensor."""
     idx = neighbour_indices(len(decoder_layers(model)), layer, which)
-    return sum(layer_module(model, j, module).weight.detach() for j in idx) / len(idx)
+    device = layer_module(model, layer, module).weight.device          # a neighbour may sit on another GPU
+    return sum(layer_module(model, j, module).weight.detach().to(device) for j in idx) / len(idx)
 
 
 def noisy_weights(model: nn.Module, layer: int, fraction: float, *, modules: Sequence[str] = tuple(MODULE_PATHS),
