@@ -111,6 +111,7 @@ class DeviceGuard(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._labels: dict[int, tuple[StorageWeakRef, int]] = {}
+        self._sweep_at = 4096                   # forget freed storages when the table reaches this size
         self.n_ops = 0
 
     # --- labels ---------------------------------------------------------------------------------
@@ -133,8 +134,9 @@ class DeviceGuard(TorchFunctionMode):
             self._labels.pop(storage._cdata, None)
         else:
             self._labels[storage._cdata] = (StorageWeakRef(storage), label)
-        if len(self._labels) > 4096:            # forget freed storages now and then
+        if len(self._labels) > self._sweep_at:  # amortised: the threshold doubles with what stays alive
             self._labels = {k: v for k, v in self._labels.items() if not v[0].expired()}
+            self._sweep_at = max(4096, 2 * len(self._labels))
 
     def _mark_all(self, out, label: int) -> None:
         if label == HOST:
