@@ -164,6 +164,36 @@ def _proposals(signals: dict, given: dict, n: int, max_k: int) -> list[tuple[str
     return out + [("last k", c.layers) for c in last_k_sets(n, max_k)]
 
 
+def _measure_streamed(model, batches, wanted: dict[str, tuple[int, ...]], store, progress: bool
+                      ) -> tuple[np.ndarray, dict[str, np.ndarray], list[float]]:
+    """(intact per-block NLL, ``{set key: per-block NLL}``, seconds per measured set) of ``wanted`` sets.
+
+    Streamed: one batch's prefix cache at a time, every set not yet in ``store`` measured on it
+    before the next batch, so memory holds one batch whatever the number of evaluation tokens.
+    """
+    blocks: dict[str, np.ndarray] = {}
+    if store is not None:
+        blocks = {key: np.asarray(store[key], dtype=float) for key in wanted if key in store}
+    missing = [key for key in wanted if key not in blocks]
+    parts: dict[str, list[np.ndarray]] = {key: [] for key in missing}
+    seconds = dict.fromkeys(missing, 0.0)
+    base_parts = []
+    for batch in progress_bar(batches, desc="pruned sets, batch by batch", enabled=progress):
+        cache = capture_prefix(model, [batch])
+        base_parts.append(cache.baseline_block_nll())
+        for key in missing:
+            t0 = time.perf_counter()
+            with pruned(model, wanted[key]):
+                parts[key].append(block_nll_from_layer(model, cache, min(wanted[key])))
+            seconds[key] += time.perf_counter() - t0
+        del cache
+    for key in missing:
+        blocks[key] = np.concatenate(parts[key])
+        if store is not None:
+            store[key] = blocks[key].tolist()
+    return np.concatenate(base_parts), blocks, list(seconds.values())
+
+
 @torch.no_grad()
 def decisive_test(model, batches, signals: dict[str, np.ndarray], *, max_k: int, n_random: int, seed: int = 0,
                   given: dict[str, Sequence[Sequence[int]]] | None = None, store=None,
@@ -185,31 +215,8 @@ def decisive_test(model, batches, signals: dict[str, np.ndarray], *, max_k: int,
     randoms = [(1, (j,)) for j in range(n)] + [(c.k, c.layers) for c in random_sets(n, max_k, n_random, seed)]
     wanted = {set_key(s): s for _, s in proposals} | {set_key(s): s for _, s in randoms}
 
-    # Streamed: one batch's prefix cache at a time, every missing set measured on it before the
-    # next batch, so memory holds one batch whatever the number of evaluation tokens.
     targets = block_targets(batches)
-    blocks: dict[str, np.ndarray] = {}
-    if store is not None:
-        blocks = {key: np.asarray(store[key], dtype=float) for key in wanted if key in store}
-    missing = [key for key in wanted if key not in blocks]
-    parts: dict[str, list[np.ndarray]] = {key: [] for key in missing}
-    seconds = dict.fromkeys(missing, 0.0)
-    base_parts = []
-    for batch in progress_bar(batches, desc="pruned sets, batch by batch", enabled=progress):
-        cache = capture_prefix(model, [batch])
-        base_parts.append(cache.baseline_block_nll())
-        for key in missing:
-            t0 = time.perf_counter()
-            with pruned(model, wanted[key]):
-                parts[key].append(block_nll_from_layer(model, cache, min(wanted[key])))
-            seconds[key] += time.perf_counter() - t0
-        del cache
-    base = np.concatenate(base_parts)
-    for key in missing:
-        blocks[key] = np.concatenate(parts[key])
-        if store is not None:
-            store[key] = blocks[key].tolist()
-    timed = list(seconds.values())
+    base, blocks, timed = _measure_streamed(model, batches, wanted, store, progress)
 
     def measured(method: str, s: tuple[int, ...]) -> PrunedSet:
         iv = ppl_change_interval(base, blocks[set_key(s)], targets, confidence)
