@@ -192,6 +192,33 @@ PROGRESS_LINE = re.compile(r"\[\s*\d+\s*/\s*\d+\s*\]|\bit/s\b|\bs/it\b|\d\s*%\|\
                            re.I)
 #: A stray object repr in an output: ``CheckResult(name=…``, ``Interval(mean=…``.
 STRAY_REPR = re.compile(r"\b[A-Z][A-Za-z0-9_]*\((?:[a-z_][a-z0-9_]*=)")
+#: The text of every prose block of the article (paragraphs, list items, table cells, headings),
+#: without code and maths, with its source line breaks kept (``textContent``): Markdown that did
+#: not become a table shows there as pipes.
+PROSE_BLOCKS = r"""() => {
+    const art = (document.querySelector('article.bd-article') || document.body).cloneNode(true);
+    art.querySelectorAll('pre, code, mjx-container, script, style, .cell_input').forEach(e => e.remove());
+    return Array.from(art.querySelectorAll('p, li, dd, dt, td, th, h1, h2, h3, h4, h5, h6'))
+        .map(e => e.textContent).filter(t => t.includes('|'));
+}"""
+#: Rows of the article's Markdown tables (not DataFrames) whose first cell alone holds text: a
+#: paragraph written right under a table without a blank line becomes such a row.
+SWALLOWED_ROWS = r"""() => {
+    const art = document.querySelector('article.bd-article') || document.body;
+    return Array.from(art.querySelectorAll('table:not(.dataframe):not(.ak-claims):not(.ak-matrix) tbody tr'))
+        .filter(r => r.cells.length > 1 && r.cells[0].textContent.trim().split(/\s+/).length > 6
+                && Array.from(r.cells).slice(1).every(c => !c.textContent.trim()))
+        .map(r => r.cells[0].textContent.trim().slice(0, 80));
+}"""
+#: A Markdown table's delimiter cell (``|---|``, ``| :-- |``, or smart-quoted ``|—|``) or a line
+#: that is a row of at least two ``| … |`` cells.
+RAW_TABLE_DELIMITER = re.compile(r"\|\s*:?(?:-{3,}|[—–]+):?\s*\|")
+RAW_TABLE_ROW = re.compile(r"^\s*\|[^|\n]*\|[^|\n]*\|[^\n]*\|?\s*$", re.M)
+
+
+def raw_table_markup(blocks: list[str]) -> list[str]:
+    """The prose blocks that show Markdown table syntax as text instead of a rendered table."""
+    return [" ".join(b.split())[:120] for b in blocks if RAW_TABLE_DELIMITER.search(b) or RAW_TABLE_ROW.search(b)]
 
 
 def _figure_problems(figures) -> list[str]:
@@ -204,12 +231,15 @@ def _figure_problems(figures) -> list[str]:
 @pytest.mark.parametrize("path", _page_params())
 def test_page_layout_tables_figures_and_outputs(browser, path):
     """No table wider than the column, every figure at ≥ 70 % of its width, no progress line and no
-    stray repr in any output, and no page saying a check "agrees" (the book never runs a solution)."""
+    stray repr in any output, no page saying a check "agrees" (the book never runs a solution), no
+    Markdown table left as pipes in the text and no paragraph swallowed as a table row."""
     page = _open(browser, path)
     try:
         tables = page.evaluate(WIDE_TABLES)
         figures = page.evaluate(FIGURE_WIDTHS)
         lines = page.evaluate(OUTPUT_LINES)
+        prose = page.evaluate(PROSE_BLOCKS)
+        swallowed = page.evaluate(SWALLOWED_ROWS)
     finally:
         page.close()
     problems = [f"table {w} px wide in a {tables['column']} px column: {text!r}" for w, text in tables["wide"]]
@@ -218,6 +248,9 @@ def test_page_layout_tables_figures_and_outputs(browser, path):
     problems += [f"stray repr: {line[:100]!r}" for line in lines if STRAY_REPR.search(line)][:5]
     problems += [f"a check agrees with a solution the reader did not write: {line[:100]!r}"
                  for line in lines if "agrees with the kit" in line][:3]
+    problems += [f"Markdown table shown as text: {b!r}" for b in raw_table_markup(prose)][:3]
+    problems += [f"a paragraph swallowed by the table above it (leave a blank line after a table): {r!r}"
+                 for r in swallowed][:3]
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
 
 

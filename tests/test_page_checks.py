@@ -3,7 +3,7 @@ figure shown too small (tests/test_book.py applies them to every built page)."""
 
 import pytest
 
-from test_book import MIN_FIGURE_SCALE, PROGRESS_LINE, STRAY_REPR, _figure_problems
+from test_book import MIN_FIGURE_SCALE, PROGRESS_LINE, STRAY_REPR, _figure_problems, raw_table_markup
 
 
 @pytest.mark.parametrize("line", [
@@ -42,3 +42,24 @@ def test_figure_scale_is_rendered_over_natural_width():
     assert not _figure_problems([("a.png", 748.0, 950), ("b.png", 400.0, 400)])
     small = _figure_problems([("wide.png", 748.0, 1810)])
     assert len(small) == 1 and "41 %" in small[0]
+
+
+@pytest.mark.parametrize("block", [
+    # chapter 7's verdict tables as CommonMark showed them: one paragraph, `---` smart-quoted to em dashes
+    "| claim | ch. | verdict | why |\n|—|—|—|—|\n| Scaling alpha | 1 | **reproduced** | below 38 |",
+    "| signal | what it is |\n|---|---|",
+    "|:---|---:|",
+    "| skip | ΔPPL % when the layer is skipped |",
+])
+def test_raw_table_markup_is_recognised(block):
+    assert raw_table_markup([block])
+
+
+@pytest.mark.parametrize("block", [
+    "the residual |h| grows with depth",
+    "|ours − kit| = 3e-07, rounding bound 1e-06",
+    "a choice: gate | up | down",
+    "p = 0.0059 — not established",
+])
+def test_prose_with_a_pipe_is_not_a_table(block):
+    assert not raw_table_markup([block])
