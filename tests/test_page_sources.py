@@ -1,12 +1,15 @@
 """The prose of the chapters and book pages, read from their sources in a second (the browser checks
 in tests/test_book.py see the same faults on the built pages, after a build)."""
 
+import builtins
+import copy
 import re
+import symtable
 
 import jupytext
 import pytest
 
-from chapter_source import CHAPTERS, IDS
+from chapter_source import CHAPTERS, IDS, notebook, tags
 
 from conftest import ROOT
 
@@ -47,3 +50,75 @@ def test_a_table_without_a_blank_line_after_it_is_caught():
     assert table_followed_by_text(table + "Two causal signals appear twice.") == ["Two causal signals appear twice."]
     assert not table_followed_by_text(table + "\nTwo causal signals appear twice.")
     assert not table_followed_by_text("```text\n| a | b |\nnot a table\n```\n")
+
+
+#: Tags that take a cell's code off the page (``hide-input`` folds it: still on the page).
+OFF_THE_PAGE = {"remove-cell", "remove-input"}
+#: Names IPython gives every notebook.
+IPYTHON_NAMES = {"display", "get_ipython", "In", "Out", "_"}
+
+
+def reads_and_binds(code: str) -> tuple[set[str], set[str]]:
+    """(global names the cell reads without binding them itself, names it binds at top level).
+
+    ``symtable`` scopes them as Python does: a function's arguments and locals, a comprehension's
+    variable and a class body are not global reads; ``global x`` in a function binds ``x``."""
+    lines = [ln for ln in code.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    top = symtable.symtable("\n".join(lines), "cell", "exec")
+    binds = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    reads = set()
+
+    def walk(table, is_top):
+        for sym in table.get_symbols():
+            name = sym.get_name()
+            if is_top and sym.is_referenced() and name not in binds:
+                reads.add(name)
+            elif not is_top and sym.is_declared_global() and sym.is_assigned():
+                binds.add(name)
+            elif not is_top and sym.is_referenced() and sym.is_global():
+                reads.add(name)
+        for child in table.get_children():
+            walk(child, False)
+
+    walk(top, True)
+    return reads - binds, binds
+
+
+def names_from_nowhere(nb) -> dict[str, int]:
+    """``{name: index of the first code cell on the page that reads it}`` for every name a cell on
+    the page reads that no earlier cell on the page (or the same cell) binds, no import brings and
+    Python or IPython does not provide: the reader meets it without a definition."""
+    known = set(dir(builtins)) | IPYTHON_NAMES
+    missing: dict[str, int] = {}
+    for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        reads, binds = reads_and_binds(cell.source)
+        if tags(cell) & OFF_THE_PAGE:
+            continue
+        for name in sorted(reads - known):
+            missing.setdefault(name, i)
+        known |= binds
+    return missing
+
+
+@pytest.mark.parametrize("chapter", IDS)
+def test_every_name_on_the_page_is_defined_on_the_page(chapter):
+    missing = names_from_nowhere(notebook(chapter))
+    assert not missing, (f"{chapter}: code on the page reads names defined only in removed cells or nowhere "
+                         f"(name: code cell): {missing}; show the cell that binds them (hide-input folds it)")
+
+
+def test_a_removed_parameters_cell_leaves_its_names_undefined():
+    nb = copy.deepcopy(notebook("ch01_ablation_map"))
+    cell = next(c for c in nb.cells if "parameters" in tags(c))
+    assert not names_from_nowhere(nb)
+    cell.metadata["tags"] = ["parameters", "remove-cell"]
+    assert {"scale", "n_eval", "build_dir"} <= set(names_from_nowhere(nb))
+
+
+def test_scopes_are_read_as_python_reads_them():
+    reads, binds = reads_and_binds(
+        "import math as m\n%matplotlib inline\ndef f(x, k=K):\n    y = [z for z in x]\n"
+        "    return m.pi * y[0] + w\nclass C:\n    a = 1\n    b = a\nv = f([1]) + C.b + u\n")
+    assert reads == {"K", "w", "u"}
+    assert binds == {"m", "f", "C", "v"}
+    assert reads_and_binds("def g():\n    global q\n    q = 1\n") == (set(), {"g", "q"})
