@@ -122,3 +122,53 @@ def test_scopes_are_read_as_python_reads_them():
     assert reads == {"K", "w", "u"}
     assert binds == {"m", "f", "C", "v"}
     assert reads_and_binds("def g():\n    global q\n    q = 1\n") == (set(), {"g", "q"})
+
+
+def _claim(near: bool, verdict: str = "not established") -> dict:
+    return {"id": "p1.l11_ablation", "ours": 0.4, "verdict": verdict, "reason": "straddles 0",
+            "rule": "Reproduced if …", "near_threshold": near,
+            "paper": {"claim": "c", "value": 0.5, "unit": "nats", "source": "ours"}}
+
+
+def test_the_near_threshold_mark_is_explained_in_the_table_that_shows_it():
+    from anatomy_kit.verdicts.tables import NEAR_THRESHOLD_NOTE, claims_html
+
+    marked = claims_html([_claim(True), _claim(False, "reproduced")])
+    assert "≈ near threshold</span>" in marked and NEAR_THRESHOLD_NOTE in marked
+    assert marked.index(NEAR_THRESHOLD_NOTE) > marked.rindex('<tr class="ak-row">')   # a footnote
+    assert NEAR_THRESHOLD_NOTE not in claims_html([_claim(False), _claim(False, "reproduced")])
+
+
+def test_the_report_shows_no_empty_table_for_a_page_without_claims():
+    from anatomy_kit.book.report import NO_CLAIMS, report_markdown
+
+    run = {"scale": "smoke", "model": "m", "corpus": "c", "seed": 0}
+    md = report_markdown({"chapters": [{"chapter": "card_report", "run": run, "claims": []},
+                                       {"chapter": "ch01_ablation_map", "run": run, "claims": [_claim(False)]}]})
+    card, chapter = md.split("\n## ")[1:]
+    assert NO_CLAIMS in card and "<table" not in card
+    assert NO_CLAIMS not in chapter and chapter.count('<tr class="ak-row">') == 1
+
+
+#: ``T. Wietrzykowski``, ``M. d'Errico``: an initial and a surname.
+AUTHOR = re.compile(r"(?<![\w.])([A-Z])\. ((?:[a-z]')?[A-Z][\w'’-]+)")
+
+
+def author_initials(texts: dict[str, str]) -> dict[str, set[str]]:
+    """``{surname: {initial: pages}}`` of every "X. Surname" in ``texts`` (``{page: text}``)."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    for page, text in texts.items():
+        for initial, surname in AUTHOR.findall(text):
+            seen.setdefault(surname, {}).setdefault(initial, set()).add(page)
+    return seen
+
+
+def test_an_author_has_one_initial_across_the_book():
+    pages = {p.name: p.read_text() for p in [*(ROOT / "notebooks").glob("*.md"), *(ROOT / "book").glob("*.md"),
+                                             ROOT / "README.md"]}
+    seen = author_initials(pages)
+    assert "Wietrzykowski" in seen
+    two = {s: i for s, i in seen.items() if len(i) > 1}
+    assert not two, f"authors cited with different initials (initial: pages): {two}"
+    slip = author_initials({"a.md": "- T. Wietrzykowski, *Anatomical*", "b.md": "- M. Wietrzykowski, *Anatomical*"})
+    assert seen != slip and set(slip["Wietrzykowski"]) == {"T", "M"}
