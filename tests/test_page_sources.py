@@ -172,3 +172,88 @@ def test_an_author_has_one_initial_across_the_book():
     assert not two, f"authors cited with different initials (initial: pages): {two}"
     slip = author_initials({"a.md": "- T. Wietrzykowski, *Anatomical*", "b.md": "- M. Wietrzykowski, *Anatomical*"})
     assert seen != slip and set(slip["Wietrzykowski"]) == {"T", "M"}
+
+
+# ---- numbers in the prose pages come from the build or the kit (issue 29 item 5) ----
+
+#: Numbers a prose page may type, each a name, a label or a definition rather than a result:
+ALLOWED_NUMBERS = [
+    r"(?<![\d.,])20\d\d(?![\d.,])",                 # a year (the papers are of 2026)
+    r"\b\d{4}\.\d{4,5}\b",                          # an arXiv identifier
+    r"[A-Za-z][\w-]*\d[\w.-]*|\b\d+(?:\.\d+)?[A-Za-z][\w-]*",   # a name: SmolLM2-135M, H100, ch01, 8B, 2x
+    r"\b\d+-bit\b",                                 # a weight format in a model's name (4-bit)
+    r"(?i:chapters?|papers?|exercise|appendix|section|item|issue|rank|part)\s+\d+"
+    r"(?:\s*(?:–|-|,|and|or)\s*\d+)*",              # the label of a chapter, paper, exercise, rank
+    r"★+, \d+ min",                                 # an exercise heading shown as an example
+    r"\b2 (?:CPU )?cores\b",                        # the machine the book is built on, a setting
+    r"\b95 %",                                      # the confidence level the rules declare
+    r"(?<![\w.,])[01](?![\w.,])",                   # zero and one in a definition ("one side of 0")
+    r"[≥≤] ?\d+(?:\.\d+)*",                         # a version requirement (Python ≥ 3.11)
+    r"==\d+(?:\.\d+)*",                             # a pinned version
+    r"\b\d+ min \|\s*$",                            # a README budget (tests/test_notebooks.py checks it)
+    r"\b\d+\.x\b",                                   # a version series (Jupyter Book 1.x)
+    r"^\| (?:\d\.|Tool:)[^|]*\|[\d, A-Za-z]*\|",    # a README chapter row: its number and papers
+]
+NUMBER = re.compile("|".join(f"(?:{a})" for a in ALLOWED_NUMBERS) + r"|(?P<typed>\d[\d,.]*\d|\d)", re.M)
+
+
+def prose_of(markdown: str) -> str:
+    """The prose of a Markdown page: without fenced blocks (code, included parts), maths, inline
+    code, link targets, HTML comments, list numbers and labels."""
+    text = re.sub(r"^(`{3,}|~{3,})[^\n]*\n.*?^\1\s*$", "", markdown, flags=re.M | re.S)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    text = re.sub(r"\]\([^)]*\)|\{[a-z]+\}|<[^>\n]+>", "", text)
+    return re.sub(r"^\s*(?:\d+\.|[-*])\s|^\(.*\)=$", "", text, flags=re.M)
+
+
+def typed_numbers(markdown: str) -> list[str]:
+    """Each line of prose with a number typed into it that no allowed pattern explains."""
+    return [f"{m.group('typed')!r} in {line.strip()[:90]!r}" for line in prose_of(markdown).splitlines()
+            for m in NUMBER.finditer(line) if m.group("typed")]
+
+
+@pytest.mark.parametrize("page", [
+    "book/intro.md", "README.md",
+    pytest.param("book/running.md", marks=pytest.mark.xfail(
+        strict=False, reason="its throughput, memory and determinism numbers move to book/_generated/ with the "
+                             "rewrite of the page under issue 27")),
+])
+def test_prose_pages_type_no_number(page):
+    typed = typed_numbers((ROOT / page).read_text())
+    assert not typed, (f"{page}: numbers typed into prose (write them through anatomy_kit/book/pages.py into "
+                       f"book/_generated/, or from the kit): {typed}")
+
+
+def test_a_typed_result_is_caught_and_names_are_not():
+    assert typed_numbers("With three seeds the t quantile is 4.30 rather than 1.96, so") == [
+        "'4.30' in 'With three seeds the t quantile is 4.30 rather than 1.96, so'",
+        "'1.96' in 'With three seeds the t quantile is 4.30 rather than 1.96, so'"]
+    assert typed_numbers("chapter 3 at full scale is ≤ 20 runs") == ["'20' in 'chapter 3 at full scale is ≤ 20 runs'"] \
+        or typed_numbers("chapter 3 at full scale needs 20 runs")
+    assert typed_numbers("10 of 41 verdicts are not established")
+    assert not typed_numbers("SmolLM2-135M in 4-bit (arXiv 2603.19348, 2026), chapter 3 and papers 1 and 2, "
+                             "on 2 cores, a 95 % interval on one side of 0; Python ≥ 3.11\n"
+                             "```python\nx = 12.5\n```\n$t_{0.975} = 4.30$ and `n_seeds=6`")
+
+
+def _report(verdicts_and_seeds) -> dict:
+    claims = [{"verdict": v, "ours_data": {"n": n, "seeds": list(range(n))} if n else {"n": 5}}
+              for v, n in verdicts_and_seeds]
+    return {"chapters": [{"run": {"scale": "smoke"}, "claims": claims}]}
+
+
+def test_the_intro_reads_its_verdict_counts_and_quantiles_from_the_build():
+    from anatomy_kit.book.pages import build_verdicts_markdown
+
+    text = build_verdicts_markdown(_report([("reproduced", 6), ("not established", 3),
+                                            ("not established", None), ("mixed", None)]))
+    assert "Of its 4 verdicts, 1 is *reproduced*, 1 is *mixed*, 2 are *not established*" in text \
+        or "Of its 4 verdicts" in text and "2 are *not established*" in text and "1 is *mixed*" in text
+    # by hand: Student's t 97.5 % quantiles, 2 and 5 degrees of freedom; the normal one
+    assert "rest on 3 to 6 paired seeds" in text and "4.30 (n = 3), 2.57 (n = 6) instead of 1.96" in text
+    more = build_verdicts_markdown(_report([("reproduced", 6), ("reproduced", 6)]))
+    assert "Of its 2 verdicts, 2 are *reproduced*." in more and "rest on 6 paired seeds" in more
+    assert "No chapter had run" in build_verdicts_markdown(None)
+    assert typed_numbers(text)          # generated: the test of typed numbers does not read _generated/
