@@ -257,3 +257,23 @@ def test_the_intro_reads_its_verdict_counts_and_quantiles_from_the_build():
     assert "Of its 2 verdicts, 2 are *reproduced*." in more and "rest on 6 paired seeds" in more
     assert "No chapter had run" in build_verdicts_markdown(None)
     assert typed_numbers(text)          # generated: the test of typed numbers does not read _generated/
+
+
+def test_the_card_page_sizes_1b_to_8b_models_from_the_flop_model():
+    from anatomy_kit.book.pages import card_guidance_markdown
+    from anatomy_kit.lm.estimates import ASSUMED_FLOPS
+
+    text = card_guidance_markdown()
+    rows = [r.split(" | ") for r in text.splitlines() if r.startswith("| `")]
+    names = [r[0].strip("| `") for r in rows]
+    # the range's boundaries: SmolLM2-135M (0.13 B) and Gemma 2 9B (9.2 B) lie outside, Llama 3.1 8B inside
+    assert "meta-llama/Llama-3.1-8B" in names and "meta-llama/Llama-3.2-1B" in names
+    assert "HuggingFaceTB/SmolLM2-135M" not in names and "google/gemma-2-9b" not in names
+    for row in rows:
+        flops, time, memory = float(row[4]), row[5], row[6]
+        seconds = flops / ASSUMED_FLOPS["eval-fp32"]    # the FLOPs as printed: 2 digits, ±5 % at most
+        assert time.endswith(" s") and abs(float(time[:-2]) - seconds) <= 0.05 * seconds + 0.5
+        fp32, bf16 = (float(m.split()[0]) for m in memory.strip(" |").split(" / "))
+        assert abs(fp32 - 2 * bf16) <= 1            # 4 bytes a parameter against 2, each rounded to 1 GB
+    llama8b = rows[names.index("meta-llama/Llama-3.1-8B")]
+    assert llama8b[1:4] == ["32", "5", "8.0 B"] and llama8b[6].startswith("32 GB / 16 GB")   # 8.03e9 × 4, × 2 bytes

@@ -9,6 +9,8 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``estimates_table.md`` — the running page's full-scale estimates (:mod:`.estimates`),
 - ``build_verdicts.md`` — what this build's verdicts rest on (the intro): their counts and the
   seeds behind the seed-paired ones, read from ``build/report.json``,
+- ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
+  planned passes (:mod:`anatomy_kit.card.cost`) and the FLOP model (:mod:`anatomy_kit.lm.estimates`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
 
@@ -26,7 +28,7 @@ from ..verdicts.decision import VERDICT_MEANINGS, VERDICTS
 from ..verdicts.tables import badge_html
 
 __all__ = ["GENERATED", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
-           "build_verdicts_markdown", "persistence_figure", "setup"]
+           "build_verdicts_markdown", "card_guidance_markdown", "persistence_figure", "setup"]
 
 #: The folder under ``book/`` the generated parts go to.
 GENERATED = "_generated"
@@ -75,6 +77,43 @@ def build_verdicts_markdown(report: dict | None) -> str:
     return text + ("\n\nA *not established* is an honest \"cannot decide at this scale\", neither a refutation "
                    "of the paper nor a failure of the code; each chapter's section *What this scale can and "
                    "cannot show* says what `scale = \"full\"` would settle.\n")
+
+
+#: The hub models the card page sizes a run for: from about one to about eight billion parameters.
+CARD_GUIDANCE_PARAMS = (0.9e9, 8.5e9)
+
+
+def card_guidance_markdown() -> str:
+    """A table of the whole card's cost on the 1B–8B models of ``HUB_SHAPES`` at the command's
+    default settings: FLOPs (the planned passes of :func:`anatomy_kit.card.cost.planned_passes`
+    through :func:`~anatomy_kit.card.cost.card_flops`), the time at the assumed float32 throughput of
+    the reference GPU, and the weights' memory in float32 and bfloat16 (2 bytes a parameter)."""
+    from ..card.cost import card_flops, planned_passes
+    from ..card.settings import CardSettings
+    from ..lm.estimates import ASSUMED_FLOPS, HUB_SHAPES, duration
+
+    resolved = None
+    settings = CardSettings().validate()
+    low, high = CARD_GUIDANCE_PARAMS
+    rate = ASSUMED_FLOPS["eval-fp32"]
+    rows = ["| model | layers | K | parameters | FLOPs, whole card | time, float32 (estimate) "
+            "| weights, float32 / bfloat16 |", "|---|---|---|---|---|---|---|"]
+    for name, shape in sorted(HUB_SHAPES.items(), key=lambda item: item[1].params):
+        if not low <= shape.params <= high:
+            continue
+        resolved = settings.resolved(shape.n_layers)
+        flops = sum(card_flops(planned_passes(shape.n_layers, resolved), shape, resolved.block_size).values())
+        seconds = flops / rate
+        rows.append(f"| `{name}` | {shape.n_layers} | {resolved.max_prune} | {shape.params / 1e9:.1f} B "
+                    f"| {flops:.1e} | {f'{seconds:.0f} s' if seconds < 120 else duration(seconds / 3600)} "
+                    f"| {shape.params * 4 / 1e9:.0f} GB / "
+                    f"{shape.params * 2 / 1e9:.0f} GB |")
+    return ("\n".join(rows) + f"\n\nAt the command's defaults ({settings.tokens:,} evaluation tokens in blocks of "
+            f"{settings.block_size}, {settings.calibration_tokens:,} calibration tokens, the default K, "
+            f"{settings.n_random} random sets per k), on one GPU at an *assumed* "
+            f"{rate / 1e12:.1f} TFLOP/s in float32 (the running page's reference GPU). The geometric-work stage's "
+            "topology runs on the CPU and is not counted, nor is loading the weights; one batch's activations come "
+            "on top of the weights' memory.\n")
 
 
 def _noisy_circle(n: int = 60, noise: float = 0.12, seed: int = 0) -> np.ndarray:
@@ -140,7 +179,8 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
     report_path = Path(build_dir) / "report.json" if build_dir is not None else None
     report = read_json(report_path, what="report") if report_path and report_path.is_file() else None
     texts = {"verdict_words.md": verdict_words_markdown(), "verdict_glossary.md": verdict_glossary_markdown(),
-             "estimates_table.md": markdown_table() + "\n", "build_verdicts.md": build_verdicts_markdown(report)}
+             "estimates_table.md": markdown_table() + "\n", "build_verdicts.md": build_verdicts_markdown(report),
+             "card_guidance.md": card_guidance_markdown()}
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")
