@@ -192,6 +192,122 @@ PROGRESS_LINE = re.compile(r"\[\s*\d+\s*/\s*\d+\s*\]|\bit/s\b|\bs/it\b|\d\s*%\|\
                            re.I)
 #: A stray object repr in an output: ``CheckResult(name=…``, ``Interval(mean=…``.
 STRAY_REPR = re.compile(r"\b[A-Z][A-Za-z0-9_]*\((?:[a-z_][a-z0-9_]*=)")
+#: The text of every prose block of the article (paragraphs, list items, table cells, headings),
+#: without code and maths, with its source line breaks kept (``textContent``): Markdown that did
+#: not become a table shows there as pipes.
+PROSE_BLOCKS = r"""() => {
+    const art = (document.querySelector('article.bd-article') || document.body).cloneNode(true);
+    art.querySelectorAll('pre, code, mjx-container, script, style, .cell_input').forEach(e => e.remove());
+    return Array.from(art.querySelectorAll('p, li, dd, dt, td, th, h1, h2, h3, h4, h5, h6'))
+        .map(e => e.textContent).filter(t => t.includes('|'));
+}"""
+#: Rows of the article's Markdown tables (not DataFrames) whose first cell alone holds text: a
+#: paragraph written right under a table without a blank line becomes such a row.
+SWALLOWED_ROWS = r"""() => {
+    const art = document.querySelector('article.bd-article') || document.body;
+    return Array.from(art.querySelectorAll('table:not(.dataframe):not(.ak-claims):not(.ak-matrix) tbody tr'))
+        .filter(r => r.cells.length > 1 && r.cells[0].textContent.trim().split(/\s+/).length > 6
+                && Array.from(r.cells).slice(1).every(c => !c.textContent.trim()))
+        .map(r => r.cells[0].textContent.trim().slice(0, 80));
+}"""
+#: Verdict badges with a word broken across two lines ("constructio" / "n"): a word whose text
+#: range covers more than one line box.
+BROKEN_BADGE_WORDS = r"""() => {
+    document.querySelectorAll('details').forEach(d => { d.open = true; });
+    const broken = [];
+    for (const badge of document.querySelectorAll('.ak-badge')) {
+        const walker = document.createTreeWalker(badge, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const re = /\S+/g;
+            for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
+                const range = document.createRange();
+                range.setStart(node, m.index);
+                range.setEnd(node, m.index + m[0].length);
+                const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0)
+                                     .map(r => Math.round(r.top)));
+                if (tops.size > 1) broken.push(badge.textContent + ': ' + m[0]);
+            }
+        }
+    }
+    return broken;
+}"""
+#: A Markdown table's delimiter cell (``|---|``, ``| :-- |``, or smart-quoted ``|—|``) or a line
+#: that is a row of at least two ``| … |`` cells.
+RAW_TABLE_DELIMITER = re.compile(r"\|\s*:?(?:-{3,}|[—–]+):?\s*\|")
+RAW_TABLE_ROW = re.compile(r"^\s*\|[^|\n]*\|[^|\n]*\|[^\n]*\|?\s*$", re.M)
+
+
+def raw_table_markup(blocks: list[str]) -> list[str]:
+    """The prose blocks that show Markdown table syntax as text instead of a rendered table."""
+    return [" ".join(b.split())[:120] for b in blocks if RAW_TABLE_DELIMITER.search(b) or RAW_TABLE_ROW.search(b)]
+
+
+#: The smallest text a figure may show, in CSS points (1 pt = 4/3 CSS px) at its rendered size.
+MIN_FIGURE_TEXT_PT = 9.0
+#: Chapters whose figures are not redrawn for :data:`MIN_FIGURE_TEXT_PT` yet (the card's are redrawn
+#: under issue 28 item 9): their figure-text check is expected to fail until then.
+FIGURE_TEXT_PENDING = {"ch01_ablation_map", "ch02_anatomy_weights", "ch03_growth_training", "ch04_geometric_work",
+                       "ch05_width_solver", "ch06_width_growth", "card_report"}
+#: A font size written in a plotting call: ``fontsize=8``, ``labelsize="small"``, ``size=7``.
+FONT_SIZE = re.compile(r"\b(?:fontsize|labelsize|size)\s*=\s*(?:([0-9]+(?:\.[0-9]*)?)|[\"']([a-z-]+)[\"'])")
+#: matplotlib's default ``font.size`` (tick labels and legends use it as "medium") and its named
+#: sizes relative to it (``matplotlib.font_manager.font_scalings``).
+DEFAULT_FONT_PT = 10.0
+FONT_SCALINGS = {"xx-small": 0.579, "x-small": 0.694, "small": 0.833, "smaller": 0.833, "medium": 1.0,
+                 "large": 1.2, "larger": 1.2, "x-large": 1.44, "xx-large": 1.728}
+
+
+def smallest_font_pt(code: str) -> float:
+    """The smallest font size (matplotlib points) a plotting cell asks for: the default for tick
+    labels and legends, or a smaller size written in the cell. Sizes set inside the kit's own
+    plotting functions are not seen (this is a lower bound only where the cell draws itself)."""
+    sizes = [DEFAULT_FONT_PT]
+    for number, name in FONT_SIZE.findall(code):
+        sizes.append(float(number) if number else DEFAULT_FONT_PT * FONT_SCALINGS.get(name, 1.0))
+    return min(sizes)
+
+
+def notebook_figures(nb: dict) -> list[tuple[float, float, int]]:
+    """``(smallest font pt, PNG dpi, PNG pixel width)`` of every figure a rendered notebook shows, in
+    page order (cells tagged ``remove-cell`` or ``remove-output`` show none)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    out = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or {"remove-cell", "remove-output"} & set(cell["metadata"].get("tags", [])):
+            continue
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                image = Image.open(io.BytesIO(base64.b64decode(png)))
+                dpi = float(image.info.get("dpi", (72.0, 72.0))[0])
+                out.append((smallest_font_pt(cell["source"] if isinstance(cell["source"], str)
+                                             else "".join(cell["source"])), dpi, image.width))
+    return out
+
+
+def rendered_text_pt(font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
+    """A figure's ``font_pt`` text in CSS points as the page shows it: font_pt · dpi/72 PNG pixels,
+    scaled by shown/natural width to CSS pixels, 3/4 of a CSS pixel to the point."""
+    return font_pt * dpi / 72 * shown_px / natural_px * 0.75
+
+
+def _figure_text_problems(figures, shown) -> list[str]:
+    """Figures (``notebook_figures``) whose smallest text is under :data:`MIN_FIGURE_TEXT_PT` as shown
+    (``shown``: ``[(rendered CSS width, natural width)]`` of the page's output images, in order); a
+    page whose images do not match the notebook's one for one is not measured."""
+    if [w for _, _, w in figures] != [natural for _, natural in shown]:
+        return []
+    out = []
+    for k, ((font, dpi, natural), (width, _)) in enumerate(zip(figures, shown), 1):
+        pt = rendered_text_pt(font, dpi, natural, width)
+        if pt < MIN_FIGURE_TEXT_PT:
+            out.append(f"figure {k}: its {font:g}-pt text at {dpi:.0f} dpi, {natural} px shown at {width:.0f} px, "
+                       f"reads as {pt:.1f} pt (at least {MIN_FIGURE_TEXT_PT:g})")
+    return out
 
 
 def _figure_problems(figures) -> list[str]:
@@ -204,12 +320,16 @@ def _figure_problems(figures) -> list[str]:
 @pytest.mark.parametrize("path", _page_params())
 def test_page_layout_tables_figures_and_outputs(browser, path):
     """No table wider than the column, every figure at ≥ 70 % of its width, no progress line and no
-    stray repr in any output, and no page saying a check "agrees" (the book never runs a solution)."""
+    stray repr in any output, no page saying a check "agrees" (the book never runs a solution), no
+    Markdown table left as pipes in the text and no paragraph swallowed as a table row."""
     page = _open(browser, path)
     try:
         tables = page.evaluate(WIDE_TABLES)
         figures = page.evaluate(FIGURE_WIDTHS)
         lines = page.evaluate(OUTPUT_LINES)
+        prose = page.evaluate(PROSE_BLOCKS)
+        swallowed = page.evaluate(SWALLOWED_ROWS)
+        broken = page.evaluate(BROKEN_BADGE_WORDS)
     finally:
         page.close()
     problems = [f"table {w} px wide in a {tables['column']} px column: {text!r}" for w, text in tables["wide"]]
@@ -218,6 +338,10 @@ def test_page_layout_tables_figures_and_outputs(browser, path):
     problems += [f"stray repr: {line[:100]!r}" for line in lines if STRAY_REPR.search(line)][:5]
     problems += [f"a check agrees with a solution the reader did not write: {line[:100]!r}"
                  for line in lines if "agrees with the kit" in line][:3]
+    problems += [f"Markdown table shown as text: {b!r}" for b in raw_table_markup(prose)][:3]
+    problems += [f"a paragraph swallowed by the table above it (leave a blank line after a table): {r!r}"
+                 for r in swallowed][:3]
+    problems += [f"a verdict badge breaks a word across lines: {b!r}" for b in broken][:3]
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
 
 
@@ -232,6 +356,32 @@ ARTICLE_WORDS = r"""() => {
 }"""
 
 
+#: The page's output images (cell outputs, in page order): rendered CSS width, natural pixel width.
+OUTPUT_FIGURES = r"""() => Array.from(document.querySelectorAll('article.bd-article .cell_output img'))
+    .map(i => [i.getBoundingClientRect().width, i.naturalWidth])"""
+
+
+@pytest.mark.parametrize("chapter", [pytest.param(i, id=i, marks=pending(i) + (
+    [pytest.mark.xfail(strict=False, reason="figures not redrawn for 9-pt text yet")] if i in FIGURE_TEXT_PENDING
+    else [])) for i in IDS])
+def test_figure_text_is_readable_at_its_rendered_size(browser, chapter):
+    """Prints every figure's smallest text as shown; fails below :data:`MIN_FIGURE_TEXT_PT`."""
+    executed = ROOT / "book" / "chapters" / f"{chapter}.ipynb"
+    _need(executed)
+    figures = notebook_figures(json.loads(executed.read_text()))
+    page = _open(browser, HTML / "chapters" / f"{chapter}.html")
+    try:
+        shown = page.evaluate(OUTPUT_FIGURES)
+    finally:
+        page.close()
+    assert [w for _, _, w in figures] == [n for _, n in shown], \
+        f"{chapter}: the page's figures {[n for _, n in shown]} px are not the notebook's {[w for _, _, w in figures]}"
+    sizes = [rendered_text_pt(f, d, n, w) for (f, d, n), (w, _) in zip(figures, shown)]
+    print(f"figure text {chapter}: " + ", ".join(f"{pt:.1f}" for pt in sizes) + " pt")
+    problems = _figure_text_problems(figures, shown)
+    assert not problems, f"{chapter}:\n" + "\n".join(problems)
+
+
 @pytest.mark.parametrize("chapter", [pytest.param(i, id=i, marks=pending(i)) for i in IDS])
 def test_chapter_word_count(browser, chapter):
     """Prints ``words <chapter>: N (limit L)``; run with -s (or -rA) to read every chapter's count."""
@@ -243,6 +393,53 @@ def test_chapter_word_count(browser, chapter):
     limit = WORD_LIMITS.get(chapter, WORD_LIMIT)
     print(f"words {chapter}: {words:,} (limit {limit:,})")
     assert words <= limit, f"{chapter} has {words:,} words outside code and outputs; the limit is {limit:,}"
+
+
+#: What a reader reads before opening anything: :data:`ARTICLE_WORDS` without what is folded (closed
+#: dropdowns, folded code and claim details: a closed ``details`` shows only its ``summary``), and
+#: the page's height in that state.
+UNFOLDED = r"""() => {
+    window.scrollTo(0, 0);
+    const height = document.documentElement.scrollHeight;
+    const art = document.querySelector('article.bd-article').cloneNode(true);
+    art.querySelectorAll('details:not([open]) > :not(summary), .toggle-hidden').forEach(e => e.remove());
+    art.querySelectorAll('.cell_input, div.highlight, pre, mjx-container, script, style, .headerlink, '
+        + '.prev-next-area, .cell_output div.output, .cell_output table').forEach(e => e.remove());
+    const words = art.textContent.split(/\s+/).filter(w => /[\p{L}\p{N}]/u.test(w)).length;
+    return {words: words, height: height};
+}"""
+#: The learner's path (issue 29 item 8): at most this many unfolded words per chapter.
+UNFOLDED_WORD_TARGET = 2_500
+#: Chapters whose prose is not folded yet (derivations, claim details and "beside the paper" text
+#: into dropdowns): expected to exceed the target until that round is done.
+UNFOLDED_PENDING = {"ch01_ablation_map", "ch02_anatomy_weights", "ch03_growth_training", "ch04_geometric_work",
+                    "ch05_width_solver", "ch06_width_growth", "card_report", "ch07_synthesis"}
+
+
+def _reading_params():
+    out = []
+    for name, path, marks in [(p.id, p.values[0], list(p.marks)) for p in _page_params()]:
+        if name in UNFOLDED_PENDING:
+            marks = marks + [pytest.mark.xfail(strict=False, reason="prose not folded yet (issue 29 item 8)")]
+        out.append(pytest.param(name, path, id=name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("name", "path"), _reading_params())
+def test_reading_cost_unfolded_words_and_page_height(browser, name, path):
+    """Prints ``reading <page>: N unfolded words (of M), H px tall (S screens)``; run with -s to read
+    every page's. A chapter's unfolded words stay within :data:`UNFOLDED_WORD_TARGET`."""
+    page = _open(browser, path)
+    try:
+        folded = page.evaluate(UNFOLDED)
+        words = page.evaluate(ARTICLE_WORDS)
+    finally:
+        page.close()
+    print(f"reading {name}: {folded['words']:,} unfolded words (of {words:,}), {folded['height']:,} px tall "
+          f"({folded['height'] / WINDOW['height']:.0f} screens at {WINDOW['width']} × {WINDOW['height']})")
+    if name in IDS:
+        assert folded["words"] <= UNFOLDED_WORD_TARGET, \
+            f"{name}: {folded['words']:,} unfolded words; the learner's path is at most {UNFOLDED_WORD_TARGET:,}"
 
 
 REPORT_GEOMETRY = r"""() => {

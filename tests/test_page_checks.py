@@ -3,7 +3,8 @@ figure shown too small (tests/test_book.py applies them to every built page)."""
 
 import pytest
 
-from test_book import MIN_FIGURE_SCALE, PROGRESS_LINE, STRAY_REPR, _figure_problems
+from test_book import (MIN_FIGURE_SCALE, PROGRESS_LINE, STRAY_REPR, _figure_problems, _figure_text_problems,
+                       raw_table_markup, rendered_text_pt, smallest_font_pt)
 
 
 @pytest.mark.parametrize("line", [
@@ -42,3 +43,45 @@ def test_figure_scale_is_rendered_over_natural_width():
     assert not _figure_problems([("a.png", 748.0, 950), ("b.png", 400.0, 400)])
     small = _figure_problems([("wide.png", 748.0, 1810)])
     assert len(small) == 1 and "41 %" in small[0]
+
+
+@pytest.mark.parametrize("block", [
+    # chapter 7's verdict tables as CommonMark showed them: one paragraph, `---` smart-quoted to em dashes
+    "| claim | ch. | verdict | why |\n|—|—|—|—|\n| Scaling alpha | 1 | **reproduced** | below 38 |",
+    "| signal | what it is |\n|---|---|",
+    "|:---|---:|",
+    "| skip | ΔPPL % when the layer is skipped |",
+])
+def test_raw_table_markup_is_recognised(block):
+    assert raw_table_markup([block])
+
+
+@pytest.mark.parametrize("block", [
+    "the residual |h| grows with depth",
+    "|ours − kit| = 3e-07, rounding bound 1e-06",
+    "a choice: gate | up | down",
+    "p = 0.0059 — not established",
+])
+def test_prose_with_a_pipe_is_not_a_table(block):
+    assert not raw_table_markup([block])
+
+
+def test_smallest_font_reads_the_cells_sizes_and_the_default():
+    assert smallest_font_pt("ax.plot(x, y)") == 10.0
+    assert smallest_font_pt("ax.legend(fontsize=8)\nax.set_title(t, fontsize=12)") == 8.0
+    assert smallest_font_pt('ax.tick_params(labelsize="small")') == 8.33
+    assert smallest_font_pt("ax.text(0, 0, s, size=6.5)") == 6.5
+    # sizes that are not fonts
+    assert smallest_font_pt("plt.subplots(figsize=(3, 2)); data.token_blocks(t, block_size=4); ms=2") == 10.0
+
+
+def test_rendered_text_size_by_hand():
+    # 10 pt at 100 dpi is 13.9 PNG px; a 1,000-px figure shown 750 px wide makes it 10.4 CSS px = 7.8 pt
+    assert abs(rendered_text_pt(10, 100, 1000, 750) - 10 * 100 / 72 * 0.75 * 0.75) < 1e-12
+    assert abs(rendered_text_pt(9, 72, 500, 500) - 6.75) < 1e-12
+    # the 9-pt boundary: 12 CSS px is 9 pt
+    assert not _figure_text_problems([(9.0, 96.0, 800)], [(800.0, 800)])
+    assert _figure_text_problems([(9.0, 96.0, 800)], [(799.0, 800)])
+    assert _figure_text_problems([(6.5, 100.0, 920)], [(748.0, 920)])[0].startswith("figure 1: its 6.5-pt text")
+    # images that do not match the notebook's figures one for one are not measured
+    assert not _figure_text_problems([(6.5, 100.0, 920)], [(748.0, 900)])

@@ -7,6 +7,10 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
   :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
 - ``estimates_table.md`` — the running page's full-scale estimates (:mod:`.estimates`),
+- ``build_verdicts.md`` — what this build's verdicts rest on (the intro): their counts and the
+  seeds behind the seed-paired ones, read from ``build/report.json``,
+- ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
+  planned passes (:mod:`anatomy_kit.card.cost`) and the FLOP model (:mod:`anatomy_kit.lm.estimates`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
 
@@ -24,7 +28,7 @@ from ..verdicts.decision import VERDICT_MEANINGS, VERDICTS
 from ..verdicts.tables import badge_html
 
 __all__ = ["GENERATED", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
-           "persistence_figure", "setup"]
+           "build_verdicts_markdown", "card_guidance_markdown", "persistence_figure", "setup"]
 
 #: The folder under ``book/`` the generated parts go to.
 GENERATED = "_generated"
@@ -39,6 +43,77 @@ def verdict_glossary_markdown() -> str:
     """A ``{glossary}`` block with one entry per verdict word (the glossary page)."""
     entries = "\n\n".join(f"{v}\n  A verdict. {VERDICT_MEANINGS[v]}" for v in VERDICTS)
     return f":::{{glossary}}\n{entries}\n:::\n"
+
+
+def _seed_counts(report: dict) -> list[int]:
+    """The number of paired seeds behind every claim decided over training seeds."""
+    return [int(c["ours_data"]["n"]) for doc in report["chapters"] for c in doc["claims"]
+            if isinstance(c.get("ours_data"), dict) and c["ours_data"].get("seeds") is not None]
+
+
+def build_verdicts_markdown(report: dict | None) -> str:
+    """The intro's paragraph on what this build can decide: its verdict counts, the seeds behind
+    them and the t quantiles those seeds give, all read from ``report`` (``report.json``)."""
+    from scipy import stats as scipy_stats
+
+    claims = [c for doc in (report or {}).get("chapters", []) for c in doc["claims"]]
+    if not claims:
+        return ("**What this build can decide.** No chapter had run when this page was built; the "
+                "{doc}`report <chapters/report>` lists the verdicts of the chapters that did.\n")
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    scales = sorted({doc["run"]["scale"] for doc in report["chapters"]})
+    text = (f"**What this build can decide.** It ran at *{'*, *'.join(scales)}* scale. Of its {len(claims)} "
+            "verdicts, " + ", ".join(f"{n} {'is' if n == 1 else 'are'} *{v}*" for v, n in counts.items() if n)
+            + ".")
+    seeds = _seed_counts(report)
+    if seeds:
+        z = scipy_stats.norm.ppf(0.975)
+        quantile = {n: scipy_stats.t.ppf(0.975, n - 1) for n in sorted(set(seeds))}
+        text += (f" The {len(seeds)} claims decided over training seeds rest on "
+                 + (f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)} to {max(seeds)}")
+                 + " paired seeds; with n seeds a 95 % t interval is the normal one widened by the quantile "
+                 + ", ".join(f"{q:.2f} (n = {n})" for n, q in quantile.items())
+                 + f" instead of {z:.2f}, so an effect of the paper's size can leave 0 inside the interval.")
+    return text + ("\n\nA *not established* is an honest \"cannot decide at this scale\", neither a refutation "
+                   "of the paper nor a failure of the code; each chapter's section *What this scale can and "
+                   "cannot show* says what `scale = \"full\"` would settle.\n")
+
+
+#: The hub models the card page sizes a run for: from about one to about eight billion parameters.
+CARD_GUIDANCE_PARAMS = (0.9e9, 8.5e9)
+
+
+def card_guidance_markdown() -> str:
+    """A table of the whole card's cost on the 1B–8B models of ``HUB_SHAPES`` at the command's
+    default settings: FLOPs (the planned passes of :func:`anatomy_kit.card.cost.planned_passes`
+    through :func:`~anatomy_kit.card.cost.card_flops`), the time at the assumed float32 throughput of
+    the reference GPU, and the weights' memory in float32 and bfloat16 (2 bytes a parameter)."""
+    from ..card.cost import card_flops, planned_passes
+    from ..card.settings import CardSettings
+    from ..lm.estimates import ASSUMED_FLOPS, HUB_SHAPES, duration
+
+    resolved = None
+    settings = CardSettings().validate()
+    low, high = CARD_GUIDANCE_PARAMS
+    rate = ASSUMED_FLOPS["eval-fp32"]
+    rows = ["| model | layers | K | parameters | FLOPs, whole card | time, float32 (estimate) "
+            "| weights, float32 / bfloat16 |", "|---|---|---|---|---|---|---|"]
+    for name, shape in sorted(HUB_SHAPES.items(), key=lambda item: item[1].params):
+        if not low <= shape.params <= high:
+            continue
+        resolved = settings.resolved(shape.n_layers)
+        flops = sum(card_flops(planned_passes(shape.n_layers, resolved), shape, resolved.block_size).values())
+        seconds = flops / rate
+        rows.append(f"| `{name}` | {shape.n_layers} | {resolved.max_prune} | {shape.params / 1e9:.1f} B "
+                    f"| {flops:.1e} | {f'{seconds:.0f} s' if seconds < 120 else duration(seconds / 3600)} "
+                    f"| {shape.params * 4 / 1e9:.0f} GB / "
+                    f"{shape.params * 2 / 1e9:.0f} GB |")
+    return ("\n".join(rows) + f"\n\nAt the command's defaults ({settings.tokens:,} evaluation tokens in blocks of "
+            f"{settings.block_size}, {settings.calibration_tokens:,} calibration tokens, the default K, "
+            f"{settings.n_random} random sets per k), on one GPU at an *assumed* "
+            f"{rate / 1e12:.1f} TFLOP/s in float32 (the running page's reference GPU). The geometric-work stage's "
+            "topology runs on the CPU and is not counted, nor is loading the weights; one batch's activations come "
+            "on top of the weights' memory.\n")
 
 
 def _noisy_circle(n: int = 60, noise: float = 0.12, seed: int = 0) -> np.ndarray:
@@ -93,14 +168,19 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def write_generated(book_dir: Path) -> list[Path]:
-    """Write every generated part into ``book_dir/_generated`` and return their paths (the book build)."""
+def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]:
+    """Write every generated part into ``book_dir/_generated`` and return their paths (the book build);
+    ``build_dir`` holds the ``report.json`` the intro reads (None: none yet)."""
+    from ..jsonio import read_json
     from ..lm.estimates import markdown_table
 
     out = Path(book_dir) / GENERATED
     out.mkdir(parents=True, exist_ok=True)
+    report_path = Path(build_dir) / "report.json" if build_dir is not None else None
+    report = read_json(report_path, what="report") if report_path and report_path.is_file() else None
     texts = {"verdict_words.md": verdict_words_markdown(), "verdict_glossary.md": verdict_glossary_markdown(),
-             "estimates_table.md": markdown_table() + "\n"}
+             "estimates_table.md": markdown_table() + "\n", "build_verdicts.md": build_verdicts_markdown(report),
+             "card_guidance.md": card_guidance_markdown()}
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")
@@ -108,7 +188,8 @@ def write_generated(book_dir: Path) -> list[Path]:
 
 
 def _on_builder_inited(app: Any) -> None:
-    write_generated(Path(app.srcdir))
+    # the book sits beside the build folder (``python -m anatomy_kit book`` builds both there)
+    write_generated(Path(app.srcdir), Path(app.srcdir).parent / "build")
 
 
 def setup(app: Any) -> dict:

@@ -177,6 +177,10 @@ def _chapter_titles() -> dict[str, str]:
         return {}
 
 
+#: What the report says under a page that judges no paper claim (the report card), instead of an empty table.
+NO_CLAIMS = "This page judges no claim of the papers: it measures the layers of a model of one's choice."
+
+
 def report_markdown(report: dict) -> str:
     """The report as a MyST page: the summary (one screen), then one compact claims table per chapter."""
     chapters = report["chapters"]
@@ -203,5 +207,6 @@ def report_markdown(report: dict) -> str:
                     f"seed {run['seed']}" + (f"; {secs:,.0f} s" if secs is not None else "")
                     + (f"; {env_text}" if env_text else ""))
         lines += [f"## {titles.get(doc['chapter'], doc['chapter'])}", "",
-                  f'<p class="ak-run">{escape(run_text)}</p>', "", claims_html(doc["claims"]), ""]
+                  f'<p class="ak-run">{escape(run_text)}</p>', "",
+                  claims_html(doc["claims"]) if doc["claims"] else NO_CLAIMS, ""]
     return "\n".join(lines)

@@ -247,6 +247,11 @@ def escape(text: Any) -> str:
     return html.escape(" ".join(str(text).split()), quote=True)
 
 
+#: The footnote of a claims table that marks a verdict "≈ near threshold".
+NEAR_THRESHOLD_NOTE = ("≈ near threshold: the data sit close to the rule's threshold, so another machine, "
+                       "thread count or seed may flip that verdict.")
+
+
 def badge_html(verdict: str, near_threshold: bool = False) -> str:
     """The verdict as a coloured badge (its meaning as a tooltip), marked when near its threshold."""
     background, colour = VERDICT_COLOURS.get(verdict, ("#444444", "#ffffff"))
@@ -290,6 +295,8 @@ def claims_html(claims: Iterable[Any], *, caption: str | None = None) -> str:
             f'<td class="ak-verdict">{badge_html(r.verdict, r.near_threshold)}</td>'
             f'<td class="ak-why">{escape(r.summary)}</td></tr>'
             f'<tr class="ak-more"><td colspan="5">{_details(r)}</td></tr></tbody>')
+    if any(r.near_threshold for r in rows):   # the mark explained where it appears
+        parts.append(f'<tfoot><tr><td colspan="5" class="ak-note">{NEAR_THRESHOLD_NOTE}</td></tr></tfoot>')
     parts.append("</table>")
     return "".join(parts)
 
