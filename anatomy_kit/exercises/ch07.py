@@ -1,5 +1,7 @@
 """Self-checks for chapter 7 (*Do the layer signals agree?*).
 
+- :func:`check_spearman` – the reader's Spearman ρ of two per-layer signals (average ranks for ties), against
+  a rank count written out here and the shortcut 1 − 6Σd²/(n(n² − 1)) where there are no ties;
 - :func:`check_one_shot` – the reader's one-shot pruning set (the k layers a signal calls least
   important), against :func:`anatomy_kit.synthesis.pruning.one_shot`;
 - :func:`check_random_set_p` – the reader's p-value of a pruned set against random sets of its size,
@@ -18,7 +20,66 @@ import numpy as np
 
 from .core import check, generic
 
-__all__ = ["check_one_shot", "check_random_set_p", "WRONG_ANSWERS"]
+__all__ = ["check_spearman", "check_one_shot", "check_random_set_p", "WRONG_ANSWERS"]
+
+
+# ---------------------------------------------------------------------------- Spearman's ρ
+
+def _average_ranks(v: np.ndarray) -> np.ndarray:
+    """Ranks 1 … n, tied values sharing the mean of their ranks: #smaller + (#equal + 1)/2, one value at a time."""
+    return np.array([float((v < a).sum()) + ((v == a).sum() + 1) / 2 for a in v])
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    return float(a @ b / math.sqrt(float(a @ a) * float(b @ b)))
+
+
+def _spearman_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``[(name, x, y), …]`` (L,) float: two signals without ties, then two with ties (as ΔPPL rounded to a
+    printed digit has)."""
+    rng = np.random.default_rng(31)
+    x = rng.normal(size=12)
+    y = x + rng.normal(scale=0.8, size=12)
+    tx = np.array([3.0, 1.0, 1.0, 4.0, 2.0, 2.0, 2.0, 5.0, 0.5, 6.0])
+    ty = np.array([2.0, 0.0, 1.0, 3.0, 3.0, 1.0, 2.0, 4.0, 0.0, 2.5])
+    return [("signals without ties", x, y), ("signals with ties", tx, ty)]
+
+
+def _spearman_values(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    n = len(x)
+    ordinal = lambda v: np.argsort(np.argsort(v, kind="stable"), kind="stable").astype(float)   # noqa: E731
+    d = _average_ranks(x) - _average_ranks(y)
+    return {"right": _pearson(_average_ranks(x), _average_ranks(y)), "values": _pearson(x, y),
+            "argsort": _pearson(np.argsort(x, kind="stable").astype(float), np.argsort(y, kind="stable").astype(float)),
+            "ordinal": _pearson(ordinal(x), ordinal(y)), "shortcut": 1 - 6 * float(d @ d) / (n * (n * n - 1))}
+
+
+_SPEARMAN_SLIPS = {
+    "values": "you correlated the values themselves (Pearson); Spearman's ρ correlates their ranks",
+    "argsort": "np.argsort(v) lists the layers in order, it is not their ranks: rank = argsort(argsort(v))",
+    "ordinal": "tied values must share the mean of their ranks; yours breaks ties by position",
+    "shortcut": "1 − 6Σd²/(n(n² − 1)) is exact only without ties; with ties take the Pearson correlation of the "
+                "average ranks",
+}
+
+
+@check("check_spearman")
+def check_spearman(fn: Callable) -> str | None:
+    """``fn(x, y)`` (two (L,) per-layer signals) returns Spearman's ρ: the Pearson correlation of the ranks of x
+    and of y, tied values sharing the mean of their ranks."""
+    for name, x, y in _spearman_cases():
+        yours = float(fn(x.copy(), y.copy()))
+        values = _spearman_values(x, y)
+        # float64 sums of ≤ 12 products of small integers or halves: exact up to ~1e-15
+        if math.isclose(yours, values["right"], rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        for slip, message in _SPEARMAN_SLIPS.items():
+            if math.isclose(yours, values[slip], rel_tol=1e-9, abs_tol=1e-12):
+                return message
+        return generic(f"on {name} your ρ is {yours:.6g}, the correlation of the average ranks is "
+                       f"{values['right']:.6g}")
+    return None
 
 
 def _signal() -> np.ndarray:
@@ -114,7 +175,16 @@ def _p_wrong_side(ppl, pool):
 
 
 #: Typical mistakes each check must name: (answer, words its message must contain) (tests/test_exercises.py).
+def _spearman_slip(name: str) -> Callable:
+    def wrong(x, y):
+        return _spearman_values(x, y)[name]
+    wrong.__name__ = f"spearman_{name}"
+    return wrong
+
+
 WRONG_ANSWERS = {
+    "check_spearman": [(_spearman_slip("values"), "values themselves"), (_spearman_slip("argsort"), "argsort"),
+                       (_spearman_slip("ordinal"), "mean of their ranks"), (_spearman_slip("shortcut"), "without ties")],
     "check_one_shot": [(_one_shot_highest, "most important"), (_one_shot_unsorted, "not sorted"),
                        (_one_shot_nan, "NaN")],
     "check_random_set_p": [(_p_no_correction, "add one"), (_p_strict, "ties"), (_p_wrong_side, "other direction")],
