@@ -59,14 +59,14 @@ def test_chapter_follows_the_template(entry):
 MAIN_RESULT = {
     "ch01_ablation_map": "## From scratch, then the kit",
     "ch02_anatomy_weights": "## From scratch, then the kit",
-    "ch03_growth_training": "### Training every condition",
+    "ch03_growth_training": "## From scratch, then the kit",
     "ch04_geometric_work": "## From scratch, then the kit",
     "ch05_width_solver": "## From scratch, then the kit",
     "ch06_width_growth": "## Loss around the growth step",
     "card_report": "## Reading the card",
     "ch07_synthesis": "## From scratch: a rank correlation and its p-value",
 }
-BUILD_FIRST_PENDING = {"ch03_growth_training", "ch06_width_growth",
+BUILD_FIRST_PENDING = {"ch06_width_growth",
                        "card_report"}
 STARS = re.compile(r"\((?:predict|implement|explore),\s*(★{1,3})")
 
