@@ -31,3 +31,15 @@ def test_ranks_from_scipy_agree():
     with contextlib.redirect_stdout(out):
         ch07.check_spearman(lambda x, y: np.corrcoef(scipy_stats.rankdata(x), scipy_stats.rankdata(y))[0, 1])
     assert "agrees" in out.getvalue()
+
+
+def test_block_influence_by_hand():
+    """One token: h_in = (1, 0), h_out = (1, 1): cos = 1/√2, so BI = 1 − 1/√2 (the check's own loop)."""
+    import torch
+
+    from anatomy_kit.exercises.ch07 import _bi_values
+
+    values = _bi_values(torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))
+    assert math.isclose(values["right"], 1 - 1 / math.sqrt(2), rel_tol=1e-12)
+    assert math.isclose(values["angular"], 0.25, rel_tol=1e-12)             # 45° is a quarter of π
+    assert math.isclose(values["update norm"], 1.0, rel_tol=1e-12)          # ‖(0, 1)‖ / ‖(1, 0)‖

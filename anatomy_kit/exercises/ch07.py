@@ -1,5 +1,7 @@
 """Self-checks for chapter 7 (*Do the layer signals agree?*).
 
+- :func:`check_block_influence` – the reader's Block Influence of one layer from its input and output states
+  (the card page, which chapter 7 reads), against a loop over tokens written out here;
 - :func:`check_spearman` – the reader's Spearman ρ of two per-layer signals (average ranks for ties), against
   a rank count written out here and the shortcut 1 − 6Σd²/(n(n² − 1)) where there are no ties;
 - :func:`check_one_shot` – the reader's one-shot pruning set (the k layers a signal calls least
@@ -17,10 +19,58 @@ import math
 from typing import Callable
 
 import numpy as np
+import torch
 
 from .core import check, generic
 
-__all__ = ["check_spearman", "check_one_shot", "check_random_set_p", "WRONG_ANSWERS"]
+__all__ = ["check_block_influence", "check_spearman", "check_one_shot", "check_random_set_p", "WRONG_ANSWERS"]
+
+
+# ---------------------------------------------------------------------------- Block Influence (the card page)
+
+def _bi_states() -> tuple[torch.Tensor, torch.Tensor]:
+    """``(h_in, h_out)`` float32 (2, 5, 8): a layer's input and output states, the output the input plus an update
+    of about half its size (cosines between 0.5 and 1, as in a trained model's middle layers)."""
+    g = torch.Generator().manual_seed(41)
+    h_in = torch.randn(2, 5, 8, generator=g) + 1.0
+    return h_in, h_in + 0.6 * torch.randn(2, 5, 8, generator=g)
+
+
+def _bi_values(h_in: torch.Tensor, h_out: torch.Tensor) -> dict[str, float]:
+    """The right value and each slip's, token by token in float64 (``"right"``: 1 − the mean cosine)."""
+    a, b = h_in.double().reshape(-1, h_in.shape[-1]), h_out.double().reshape(-1, h_out.shape[-1])
+    cos = [float(x @ y / (x.norm() * y.norm())) for x, y in zip(a, b)]
+    update = [float(x @ (y - x) / (x.norm() * (y - x).norm())) for x, y in zip(a, b)]
+    across = torch.nn.functional.cosine_similarity(h_in.double(), h_out.double(), dim=1)   # over positions
+    mean = sum(cos) / len(cos)
+    return {"right": 1 - mean, "cosine": mean, "angular": sum(math.acos(min(1.0, c)) for c in cos) / len(cos) / math.pi,
+            "update norm": float(sum((y - x).norm() for x, y in zip(a, b)) / sum(x.norm() for x in a)),
+            "update": 1 - sum(update) / len(update), "positions": float(1 - across.mean())}
+
+
+_BI_SLIPS = {
+    "cosine": "you returned the mean cosine itself; Block Influence is 1 minus it (0 for a layer that changes nothing)",
+    "angular": "that is PruneMe's angular distance, mean arccos(cos)/π; Block Influence is 1 − the mean cosine",
+    "update norm": "that is the relative update norm Σ‖h_out − h_in‖/Σ‖h_in‖; Block Influence is 1 − the mean cosine",
+    "update": "compare each token's input with the layer's output h_out, not with the update h_out − h_in",
+    "positions": "take the cosine of each token's two d-dimensional states (dim=-1), not across positions",
+}
+
+
+@check("check_block_influence")
+def check_block_influence(fn: Callable) -> str | None:
+    """``fn(h_in, h_out)`` (a layer's input and output states, both (blocks, T, d)) returns Block Influence as a
+    float: 1 − the mean over tokens of cos(h_in, h_out), the cosine of each token's two d-dimensional states."""
+    h_in, h_out = _bi_states()
+    yours = float(fn(h_in.clone(), h_out.clone()))
+    values = _bi_values(h_in, h_out)
+    # float32 cosines of 8-dimensional states averaged over 10 tokens: ~20 roundings of 6e-8, relative
+    if math.isclose(yours, values["right"], rel_tol=1e-5, abs_tol=1e-7):
+        return None
+    for slip, message in _BI_SLIPS.items():
+        if math.isclose(yours, values[slip], rel_tol=1e-5, abs_tol=1e-7):
+            return message
+    return generic(f"your Block Influence is {yours:.6g}, 1 − the mean cosine over tokens is {values['right']:.6g}")
 
 
 # ---------------------------------------------------------------------------- Spearman's ρ
@@ -182,7 +232,17 @@ def _spearman_slip(name: str) -> Callable:
     return wrong
 
 
+def _bi_slip(name: str) -> Callable:
+    def wrong(h_in, h_out):
+        return _bi_values(h_in, h_out)[name]
+    wrong.__name__ = f"block_influence_{name.replace(' ', '_')}"
+    return wrong
+
+
 WRONG_ANSWERS = {
+    "check_block_influence": [(_bi_slip("cosine"), "1 minus it"), (_bi_slip("angular"), "angular distance"),
+                              (_bi_slip("update norm"), "update norm"), (_bi_slip("update"), "not with the update"),
+                              (_bi_slip("positions"), "not across positions")],
     "check_spearman": [(_spearman_slip("values"), "values themselves"), (_spearman_slip("argsort"), "argsort"),
                        (_spearman_slip("ordinal"), "mean of their ranks"), (_spearman_slip("shortcut"), "without ties")],
     "check_one_shot": [(_one_shot_highest, "most important"), (_one_shot_unsorted, "not sorted"),
