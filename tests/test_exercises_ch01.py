@@ -80,3 +80,30 @@ def test_the_paired_answer_agrees_and_an_unexplained_one_is_generic():
     assert "agrees" in out.getvalue()
     err = _failure(bootstrap)
     assert err.generic and "narrower than the kit's" in str(err)
+
+
+def test_the_nll_checks_own_loop_on_a_hand_worked_batch():
+    """Two positions, vocabulary 2: logits (0, log 3) at position 0 predict label 1 with p = 3/4; the
+    label −100 at position 1 is not scored (and position 1's logits predict nothing)."""
+    import torch
+
+    from anatomy_kit.exercises.ch01 import _nll_candidates
+
+    logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, 0.0]]])
+    values = _nll_candidates(logits, torch.tensor([[0, 1]]))
+    assert math.isclose(values["right"], -math.log(0.75), rel_tol=1e-7)     # float32 log 3: 6e-8 relative
+    assert math.isclose(values["perplexity"], 4 / 3, rel_tol=1e-7)
+
+
+def test_the_nll_check_names_a_readers_slips():
+    """Slips written the way a reader writes them: a mean over every position, padding included."""
+    import torch
+
+    def over_every_position(logits, labels):
+        nll = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
+                                                reduction="none")          # 0 where the label is −100
+        return nll.mean()
+
+    with pytest.raises(ExerciseFailed, match="labelled −100 too"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            ch01.check_next_token_nll(over_every_position)

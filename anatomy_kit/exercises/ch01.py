@@ -1,10 +1,12 @@
 """Self-checks for chapter 1 (*The ablation map*).
 
+- :func:`check_next_token_nll` – the reader's mean next-token NLL of a batch (the log of its perplexity);
 - :func:`check_neighbour_mean` – the reader's neighbour-mean ablation of one layer;
 - :func:`check_delta_interval` – the reader's paired t interval of a perplexity change.
 
-Each check builds its own small inputs (a tiny random ``LlamaForCausalLM``, random block NLLs),
-compares the reader's answer with the kit's (:func:`anatomy_kit.hf.surgery.neighbour_mean`,
+Each check builds its own small inputs (random logits and labels, a tiny random
+``LlamaForCausalLM``, random block NLLs), compares the reader's answer with a loop over tokens in
+float64 or with the kit's (:func:`anatomy_kit.hf.surgery.neighbour_mean`,
 :func:`anatomy_kit.anatomy.blockwise.ppl_change_interval`) and says in one sentence what is wrong.
 The interval check names a slip (a normal quantile, an unpaired Welch or pooled two-sample t, no
 exponential) only when that slip reproduces the answer on every one of its random cases.
@@ -21,7 +23,7 @@ from ..anatomy.blockwise import ppl_change_interval
 from ..hf.surgery import layer_parameter_names, neighbour_mean
 from .core import check, generic
 
-__all__ = ["tiny_llama", "check_neighbour_mean", "check_delta_interval", "WRONG_ANSWERS"]
+__all__ = ["tiny_llama", "check_next_token_nll", "check_neighbour_mean", "check_delta_interval", "WRONG_ANSWERS"]
 
 
 def tiny_llama(n_layers: int = 6, seed: int = 0, vocab: int = 128):
@@ -43,6 +45,95 @@ def tiny_llama(n_layers: int = 6, seed: int = 0, vocab: int = 128):
 
 def _state(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+# ---------------------------------------------------------------------------- the mean NLL of a batch
+
+#: Positions per block of the NLL check's inputs, and the scored positions of each block (the rest are
+#: labelled −100, as padding is): unequal counts, so a mean of block means differs from the token mean.
+_NLL_T, _NLL_SCORED = 7, (6, 3, 5)
+_NLL_VOCAB = 11
+
+
+def _nll_inputs(seed: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ``(logits (blocks, T, vocabulary) float32, labels (blocks, T) int64)``; −100 marks unscored tokens.
+
+    Label 0 of every block is a real token (a model never predicts it: nothing comes before it)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = 2 * torch.randn(len(_NLL_SCORED), _NLL_T, _NLL_VOCAB, generator=g)
+    labels = torch.randint(0, _NLL_VOCAB, (len(_NLL_SCORED), _NLL_T), generator=g)
+    for b, scored in enumerate(_NLL_SCORED):
+        labels[b, 1 + scored:] = -100           # the scored targets are labels 1 … scored
+    return logits, labels
+
+
+def _token_nlls(logits: torch.Tensor, labels: torch.Tensor, shift: int = 1) -> list[list[float]]:
+    """Per block, the NLL of every scored target, one token at a time in float64: position t − shift
+    predicts the label at t (shift 1: the next token; 0: the same position; −1: the previous one)."""
+    x, y = logits.double().tolist(), labels.tolist()
+    out = []
+    for row, targets in zip(x, y):
+        nlls = []
+        for t, label in enumerate(targets):
+            if label == -100 or not 0 <= t - shift < len(row):
+                continue
+            scores = row[t - shift]
+            top = max(scores)
+            nlls.append(top + math.log(sum(math.exp(s - top) for s in scores)) - scores[label])
+        out.append(nlls)
+    return out
+
+
+def _nll_candidates(logits, labels) -> dict[str, float]:
+    """The right mean and each slip's value, from the float64 loop (``"right"`` is the answer)."""
+    per_block = _token_nlls(logits, labels)
+    flat = [v for block in per_block for v in block]
+    n_positions = labels.shape[0] * (labels.shape[1] - 1)       # every predicting position, padding included
+    return {
+        "right": sum(flat) / len(flat),
+        "sum": sum(flat),
+        "padding": sum(flat) / n_positions,
+        "block means": sum(sum(b) / len(b) for b in per_block) / len(per_block),
+        "no shift": _flat_mean(_token_nlls(logits, labels, shift=0)),
+        "backwards": _flat_mean(_token_nlls(logits, labels, shift=-1)),
+        "perplexity": math.exp(sum(flat) / len(flat)),
+    }
+
+
+def _flat_mean(per_block: list[list[float]]) -> float:
+    flat = [v for block in per_block for v in block]
+    return sum(flat) / len(flat)
+
+
+_NLL_SLIPS = {
+    "sum": "you returned the summed NLL; divide by the number of scored tokens to get the mean",
+    "padding": "you divided by every position, the ones labelled −100 too; count only the scored tokens",
+    "block means": "you averaged the blocks' own means; blocks score different numbers of tokens, so weight "
+                   "every scored token equally",
+    "no shift": "the logits at position t predict the token at t + 1: compare logits[:, :-1] with labels[:, 1:]",
+    "backwards": "you shifted the wrong way: logits[:, :-1] (positions 0 … T−2) predict labels[:, 1:]",
+    "perplexity": "you returned exp(NLL), the perplexity; return the mean NLL itself in nats per token",
+}
+
+
+@check()
+def check_next_token_nll(fn) -> str | None:
+    """``fn(logits, labels)`` (shapes ``(blocks, T, vocabulary)`` and ``(blocks, T)``) must return the mean
+    next-token NLL in nats per token as a float: position t predicts label t + 1, labels −100 are not scored."""
+    for seed in (3, 4):
+        logits, labels = _nll_inputs(seed)
+        yours = float(fn(logits.clone(), labels.clone()))
+        values = _nll_candidates(logits, labels)
+        # float32 log-softmax over 11 logits and a mean over ≤ 21 tokens: ~50 roundings of 6e-8 relative
+        if math.isclose(yours, values["right"], rel_tol=1e-5):
+            continue
+        for slip, message in _NLL_SLIPS.items():
+            if math.isclose(yours, values[slip], rel_tol=1e-5):
+                return message
+        return generic(f"your mean NLL is {yours:.5g} nats/token, the loop over tokens gives "
+                       f"{values['right']:.5g}: average −log softmax(logits[b, t])[labels[b, t + 1]] over "
+                       "the scored targets")
+    return None
 
 
 @check()
@@ -190,7 +281,40 @@ _INTERVAL_MISTAKES = [
     (_no_exp, "your interval is in nats per token times 100; map it through 100·(exp(x) − 1) to get percent"),
 ]
 
+def _nll_sum(logits, labels):
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
+                                             reduction="sum")
+
+
+def _nll_over_padding(logits, labels):
+    return _nll_sum(logits, labels) / labels[:, 1:].numel()
+
+
+def _nll_block_means(logits, labels):
+    return torch.stack([_right_nll(logits[b:b + 1], labels[b:b + 1]) for b in range(len(labels))]).mean()
+
+
+def _right_nll(logits, labels):
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+
+
+def _nll_no_shift(logits, labels):
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+
+def _nll_backwards(logits, labels):
+    return torch.nn.functional.cross_entropy(logits[:, 1:].flatten(0, 1), labels[:, :-1].flatten())
+
+
+def _nll_perplexity(logits, labels):
+    return torch.exp(_right_nll(logits, labels))
+
+
 WRONG_ANSWERS = {
+    "check_next_token_nll": [(_nll_sum, "summed NLL"), (_nll_over_padding, "labelled −100 too"),
+                             (_nll_block_means, "weight every scored token equally"),
+                             (_nll_no_shift, "predict the token at t + 1"), (_nll_backwards, "wrong way"),
+                             (_nll_perplexity, "the perplexity")],
     "check_neighbour_mean": [(_with_itself, "without layer ℓ itself"), (_edge_halved, "edge layer has one neighbour"),
                              (_no_norms, "norm gains included"), (_in_place, "changed the model's own weights")],
     "check_delta_interval": [(_z_interval, "normal 1.96"), (_welch, "Welch's unpaired t"),

@@ -3,7 +3,9 @@
 - :func:`check_shift` – the reader's shift statistic (mean matched distance) in the raw and the
   spherical geometry, against :func:`anatomy_kit.geometry.layer_work`;
 - :func:`check_gw_coupling` – the reader's GW distortion of a given coupling, against
-  :func:`anatomy_kit.geometry.gw_objective`.
+  :func:`anatomy_kit.geometry.gw_objective`;
+- :func:`check_poincare` – the reader's pairwise distances of unit vectors placed in the Poincaré
+  ball at a fixed radius, against :func:`anatomy_kit.geometry.pairwise_distances`.
 
 Each check builds its own small clouds, runs the reader's function on copies, and names the slip
 in one sentence when the answer matches a typical mistake on the same inputs.
@@ -18,7 +20,7 @@ import numpy as np
 
 from .core import check, generic
 
-__all__ = ["check_shift", "check_gw_coupling", "WRONG_ANSWERS"]
+__all__ = ["check_shift", "check_gw_coupling", "check_poincare", "WRONG_ANSWERS"]
 
 
 def _clouds() -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +111,67 @@ def check_gw_coupling(gw: Callable) -> str | None:
     return None
 
 
+#: The radii the Poincaré check tries: near the centre (≈ a multiple of the chord) and near the rim.
+_RADII = (0.3, 0.9)
+
+
+def _poincare_slips(x: np.ndarray, r: float) -> dict[str, np.ndarray]:
+    """Each slip's (n, n) matrix for points ``x`` (n, d) at radius ``r``: the typical wrong formulas."""
+    u = r * _unit(x)
+    sq = ((u[:, None] - u[None]) ** 2).sum(-1)                     # ‖u_i − u_j‖², (n, n)
+    raw = ((x[:, None] - x[None]) ** 2).sum(-1)
+    rx = np.linalg.norm(r * x, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unnormalised = np.arccosh(1 + 2 * r * r * raw / ((1 - rx ** 2)[:, None] * (1 - rx ** 2)[None]))
+    return {
+        "no factor 2": np.arccosh(1 + sq / (1 - r * r) ** 2),
+        "no arcosh": 1 + 2 * sq / (1 - r * r) ** 2,
+        "chord": np.sqrt(sq),
+        "one minus r": np.arccosh(1 + 2 * sq / (1 - r) ** 2),
+        "not unit": unnormalised,
+    }
+
+
+_POINCARE_SLIPS = {
+    "no factor 2": "the argument of arcosh is 1 + 2‖u − v‖²/((1 − ‖u‖²)(1 − ‖v‖²)): you dropped the 2",
+    "no arcosh": "you returned the argument 1 + 2‖u − v‖²/(…) itself; the distance is its arcosh",
+    "chord": "you returned the Euclidean distance ‖u − v‖ of the placed points; the Poincaré metric is "
+             "arcosh(1 + 2‖u − v‖²/((1 − ‖u‖²)(1 − ‖v‖²)))",
+    "one minus r": "the denominator is (1 − ‖u‖²)(1 − ‖v‖²) with ‖u‖ = r, so (1 − r²)², not (1 − r)²",
+    "not unit": "place the unit vectors u = r·x/‖x‖ in the ball; you scaled the raw states by r",
+}
+
+
+@check("check_poincare")
+def check_poincare(fn: Callable) -> str | None:
+    """``fn(points, radius)`` (points (n, d), 0 < radius < 1) returns the (n, n) Poincaré distances of the
+    unit vectors placed at that radius, u = r·x/‖x‖: arcosh(1 + 2‖u − v‖²/((1 − ‖u‖²)(1 − ‖v‖²)))."""
+    from ..geometry import pairwise_distances
+
+    x, _ = _clouds()
+    x = x[:10] / 3.0          # states of norm ≈ 2–3, so that placing raw states by r leaves the ball
+    for r in _RADII:
+        ref = pairwise_distances(x, "hyperbolic", radius=r)
+        got = np.asarray(fn(x.copy(), r), dtype=np.float64)
+        if got.shape != ref.shape:
+            return f"return the ({len(x)}, {len(x)}) matrix of every pair's distance; yours has shape {got.shape}"
+        # An angle from float64 dot products of unit vectors in d dimensions is exact to ~(d+3)·u/sin θ,
+        # never worse than 2√((d+3)·u) (at θ → 0, the diagonal); the distance's slope in θ is at most
+        # 2r/(1 − r²): twice that product bounds any right route (arccos, the chord, ‖u − v‖²)
+        u = np.finfo(np.float64).eps / 2
+        atol = 2 * 2 * math.sqrt((x.shape[1] + 3) * u) * 2 * r / (1 - r * r)
+        if np.allclose(got, ref, rtol=1e-7, atol=atol):
+            continue
+        for slip, wrong in _poincare_slips(x, r).items():
+            with np.errstate(invalid="ignore"):
+                if np.allclose(got, wrong, rtol=1e-7, atol=atol, equal_nan=True):
+                    return _POINCARE_SLIPS[slip]
+        i, j = np.unravel_index(np.nanargmax(np.abs(got - ref)), ref.shape)
+        return generic(f"at radius {r} your distance between points {i} and {j} is {got[i, j]:.6g}, the kit's "
+                       f"is {ref[i, j]:.6g}")
+    return None
+
+
 def _angle(x, y):
     return np.arccos(np.clip((_unit(x) * _unit(y)).sum(axis=1), -1.0, 1.0))
 
@@ -157,6 +220,13 @@ def _gw_absolute(dx, dy, t):
     return float(np.einsum("ikjl,ij,kl->", np.abs(dx[:, :, None, None] - dy[None, None]), t, t))
 
 
+def _poincare_slip(name: str) -> Callable:
+    def wrong(points, radius):
+        return _poincare_slips(points, radius)[name]
+    wrong.__name__ = f"poincare_{name.replace(' ', '_')}"
+    return wrong
+
+
 #: Typical mistakes each check must name: (answer, words its message must contain) (tests/test_exercises.py).
 WRONG_ANSWERS = {
     "check_shift": [(_shift_summed, "summed the distances"), (_shift_unnormalised, "normalise each state"),
@@ -164,4 +234,7 @@ WRONG_ANSWERS = {
     "check_gw_coupling": [(_gw_pot, "POT's objective"), (_gw_memoli, "Mémoli"),
                           (_gw_ignores_coupling, "identity coupling's value"), (_gw_wrong_pairing, "paired dx_ij"),
                           (_gw_absolute, "square loss")],
+    "check_poincare": [(_poincare_slip("no factor 2"), "dropped the 2"), (_poincare_slip("no arcosh"), "its arcosh"),
+                       (_poincare_slip("chord"), "Euclidean distance"), (_poincare_slip("one minus r"), "(1 − r²)²"),
+                       (_poincare_slip("not unit"), "unit vectors")],
 }

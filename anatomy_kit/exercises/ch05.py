@@ -1,8 +1,11 @@
 """Self-checks of chapter 5 (*The width solver*).
 
-``check_round_widths`` (exercise 2): the reader rounds continuous FFN widths to multiples that sum
+``check_widths_at`` (exercise 1): the reader writes the stationarity clip, the widths at a given Lagrange
+multiplier μ; the check tests the KKT conditions on the reader's widths (a free layer's marginal benefit
+equals μ, a layer at a bound has the matching inequality) and names the usual slips.
+``check_round_widths`` (exercise 3): the reader rounds continuous FFN widths to multiples that sum
 exactly to the budget, by largest remainders; the check compares with
-:func:`anatomy_kit.allocation.round_widths`. ``check_sign_flip_p`` (exercise 3): the reader writes the
+:func:`anatomy_kit.allocation.round_widths`. ``check_sign_flip_p`` (exercise 4): the reader writes the
 exact two-sided sign-flip p of paired differences; the check compares with
 :func:`anatomy_kit.stats.sign_flip_test`. Each names the usual slips (:data:`WRONG_ANSWERS`).
 """
@@ -17,7 +20,7 @@ import numpy as np
 
 from .core import check, generic
 
-__all__ = ["check_round_widths", "check_sign_flip_p", "WRONG_ANSWERS"]
+__all__ = ["check_widths_at", "check_round_widths", "check_sign_flip_p", "WRONG_ANSWERS"]
 
 #: (continuous widths, multiple, budget): remainders that differ from layer to layer, every layer
 #: at least one multiple after flooring; in the second, nearest rounding misses the budget and the
@@ -27,6 +30,70 @@ _ROUNDING = (
     ([78.4, 76.8, 43.2, 57.6], 32, 256),
     ([300.0, 141.0, 77.0, 250.0, 190.0, 66.0], 64, 1024),
 )
+
+
+# ---------------------------------------------------------------------------- the widths at a given μ
+
+#: (work c_ℓ, exponents a_ℓ, μ, lower, upper): free layers, one at each bound, and one with no work (which
+#: sits at the lower bound); the second case moves μ so that other layers are free.
+_MU_CASES = (
+    (np.array([3.0, 1.0, 0.1, 50.0, 0.0]), np.array([0.5, 0.3, 0.8, 0.5, 0.4]), 1e-3, 40.0, 200.0),
+    (np.array([3.0, 1.0, 0.1, 50.0, 0.0]), np.array([0.5, 0.3, 0.8, 0.5, 0.4]), 2e-4, 40.0, 600.0),
+)
+
+
+def _kkt_problem(w: np.ndarray, c, a, mu: float, lower: float, upper: float) -> str | None:
+    """Whether widths ``w`` (L,) meet the KKT conditions at μ, told from the marginal benefit
+    m_ℓ(w) = c_ℓ a_ℓ w^(−a_ℓ−1) (not from the clip formula): None, or which layer fails."""
+    # float64 powers and logs: ~1e-15 relative; 1e-9 on log m leaves room for any order of operations
+    for layer, (wl, cl, al) in enumerate(zip(w, c, a)):
+        if not lower * (1 - 1e-12) <= wl <= upper * (1 + 1e-12):
+            return f"layer {layer}'s width {wl:.6g} lies outside the bounds [{lower:g}, {upper:g}]"
+        m = lambda x: cl * al * x ** (-al - 1)      # noqa: E731  the marginal benefit of one more unit
+        at_low, at_high = math.isclose(wl, lower, rel_tol=1e-9), math.isclose(wl, upper, rel_tol=1e-9)
+        if at_low and m(lower) <= mu * (1 + 1e-9) or at_high and m(upper) >= mu * (1 - 1e-9):
+            continue
+        if not at_low and not at_high and cl > 0 and abs(math.log(m(wl)) - math.log(mu)) <= 1e-9:
+            continue
+        return (f"at μ = {mu:g} layer {layer} (width {wl:.6g}) is neither free with c·a·w^(−a−1) = μ nor at a "
+                "bound that its marginal benefit there allows")
+    return None
+
+
+def _mu_slips(c, a, mu, lower, upper) -> dict[str, np.ndarray]:
+    with np.errstate(divide="ignore"):
+        return {"exponent": np.clip((c * a / mu) ** (1 / a), lower, upper),
+                "no clip": (c * a / mu) ** (1 / (a + 1)),
+                "no a": np.clip((c / mu) ** (1 / (a + 1)), lower, upper),
+                "inverted": np.clip((mu / (c * a)) ** (1 / (a + 1)), lower, upper)}
+
+
+_MU_SLIPS = {
+    "exponent": "m_ℓ(w) = c_ℓ a_ℓ w^(−a_ℓ−1) = μ gives w = (c_ℓ a_ℓ/μ)^(1/(a_ℓ+1)); your exponent is 1/a_ℓ",
+    "no clip": "your widths leave the bounds: clip each to [lower, upper] (a layer at a bound meets μ with an "
+               "inequality)",
+    "no a": "the marginal benefit of E = c w^(−a) is c·a·w^(−a−1): your widths leave out the factor a_ℓ",
+    "inverted": "your ratio is upside down: more work (larger c_ℓ a_ℓ) or a smaller μ must give a wider layer",
+}
+
+
+@check("check_widths_at")
+def check_widths_at(fn: Callable) -> str | None:
+    """``fn(c, a, mu, lower, upper)`` (work c (L,) ≥ 0, exponents a (L,) > 0, the multiplier μ > 0, the bounds)
+    returns the widths (L,) where one more unit buys μ: clip((c_ℓ a_ℓ/μ)^(1/(a_ℓ+1)), lower, upper)."""
+    for c, a, mu, lower, upper in _MU_CASES:
+        with np.errstate(divide="ignore"):
+            w = np.asarray(fn(c.copy(), a.copy(), mu, lower, upper), dtype=np.float64).reshape(-1)
+        if w.shape != c.shape:
+            return f"return one width per layer ({len(c)}); you returned {w.size}"
+        failing = _kkt_problem(w, c, a, mu, lower, upper)
+        if failing is None:
+            continue
+        for slip, wrong in _mu_slips(c, a, mu, lower, upper).items():
+            if np.allclose(w, wrong, rtol=1e-9):
+                return _MU_SLIPS[slip]
+        return generic(failing)
+    return None
 
 
 def _largest_remainders(widths, multiple, budget):
@@ -148,7 +215,16 @@ def check_sign_flip_p(fn: Callable) -> str | None:
 
 
 #: (wrong answer, words its message must contain): each slip a check names.
+def _mu_slip(name: str) -> Callable:
+    def wrong(c, a, mu, lower, upper):
+        return _mu_slips(c, a, mu, lower, upper)[name]
+    wrong.__name__ = f"widths_at_{name.replace(' ', '_')}"
+    return wrong
+
+
 WRONG_ANSWERS = {
+    "check_widths_at": [(_mu_slip("exponent"), "1/a_ℓ"), (_mu_slip("no clip"), "leave the bounds"),
+                        (_mu_slip("no a"), "factor a_ℓ"), (_mu_slip("inverted"), "upside down")],
     "check_round_widths": [(_floor_only, "flooring alone"), (_nearest, "nearest multiple"),
                            (_extras_to_widest, "widest layers"), (_continuous, "multiple of")],
     "check_sign_flip_p": [(_one_sided, "one-sided"), (_strict, "strictly more extreme"),

@@ -1,5 +1,8 @@
 """Self-checks of chapter 6 (*Growing the residual stream*).
 
+``check_rotation_matrix``: the reader builds the dense D × D rotation R of the SRIO plane; the check tests
+it on the plane (R u = c u + s v, R v = −s u + c v, with ε the sine) and off it (R x = x), and compares
+with :func:`anatomy_kit.growth.srio.srio_rotation`.
 ``check_rotate_rows``: the reader applies the SRIO rotation to the rows of a matrix in O(D), without
 forming the D × D matrix; the check compares it with :meth:`anatomy_kit.growth.srio.srio_operator`'s
 ``rows`` and names the usual slips (the inverse rotation, cosine and sine swapped, a cosine that is
@@ -18,7 +21,7 @@ import torch
 
 from .core import check, generic
 
-__all__ = ["check_rotate_rows", "check_entropy_rank", "WRONG_ANSWERS"]
+__all__ = ["check_rotation_matrix", "check_rotate_rows", "check_entropy_rank", "WRONG_ANSWERS"]
 
 #: (d, k, ε): a generic angle, a large one, and ε* = √(k/D).
 _ROTATIONS = [(4, 2, 0.3), (6, 3, 0.8), (5, 5, math.sqrt(0.5))]
@@ -59,6 +62,53 @@ def _diagnose(R: torch.Tensor, d: int, k: int, eps: float) -> str:
     if (Ru - (c * u + s * v)).abs().max() > _TOL:
         return "R u should be c·u + s·v with s = ε and c = √(1 − ε²): R turns the old all-ones direction towards the new"
     return "R v should be −s·u + c·v: the 2 × 2 block on (u, v) is [[c, −s], [s, c]]"
+
+
+def _dense(d: int, k: int, eps: float, *, sign: float = 1.0, unit: bool = True, angle: bool = False,
+           vv: bool = True) -> torch.Tensor:
+    """R = I + (c − 1)(uuᵀ + vvᵀ) + s(vuᵀ − uvᵀ) and its slips: ``sign`` −1 turns the other way, ``unit``
+    False uses the all-ones vectors unnormalised, ``angle`` takes ε as the angle, ``vv`` False drops vvᵀ."""
+    u, v = _units(d, k)
+    if not unit:
+        u, v = u * math.sqrt(d), v * math.sqrt(k)
+    c, s_ = (math.cos(eps), math.sin(eps)) if angle else (math.sqrt(1 - eps * eps), eps)
+    return torch.eye(d + k, dtype=torch.float64) + (c - 1) * (torch.outer(u, u) + (torch.outer(v, v) if vv else 0)) \
+        + sign * s_ * (torch.outer(v, u) - torch.outer(u, v))
+
+
+_MATRIX_SLIPS = [
+    (dict(sign=-1.0), "R u must turn towards v, R u = c u + s v; yours turns the other way (the sign of s)"),
+    (dict(unit=False), "u and v are unit vectors: divide the all-ones blocks by √d and √k"),
+    (dict(angle=True), "ε is the sine of the angle, s = ε and c = √(1 − ε²), not cos ε and sin ε"),
+    (dict(vv=False), "R fixes the plane's length only with (c − 1)(uuᵀ + vvᵀ): yours leaves out vvᵀ"),
+]
+
+
+@check("check_rotation_matrix")
+def check_rotation_matrix(fn: Callable) -> str | None:
+    """``fn(d, k, eps)`` returns the dense (D, D) rotation R = I + (c − 1)(uuᵀ + vvᵀ) + s(vuᵀ − uvᵀ), D = d + k,
+    u and v the unit all-ones vectors of the old and the new block, s = ε, c = √(1 − ε²)."""
+    from ..growth.srio import srio_rotation
+
+    for d, k, eps in _ROTATIONS:
+        R = torch.as_tensor(np.asarray(fn(d, k, eps), dtype=np.float64))
+        if R.shape != (d + k, d + k):
+            return f"for d = {d}, k = {k} return a ({d + k}, {d + k}) matrix; yours has shape {tuple(R.shape)}"
+        u, v = _units(d, k)
+        c, s_ = math.sqrt(1 - eps * eps), eps
+        off_plane = torch.zeros(d + k, dtype=torch.float64)
+        off_plane[0], off_plane[1] = 1.0, -1.0                    # orthogonal to u and v: R must keep it
+        right = (torch.allclose(R @ u, c * u + s_ * v, atol=_TOL) and torch.allclose(R @ v, -s_ * u + c * v, atol=_TOL)
+                 and torch.allclose(R @ off_plane, off_plane, atol=_TOL)
+                 and torch.allclose(R, srio_rotation(d, k, eps), atol=_TOL))
+        if right:
+            continue
+        for options, message in _MATRIX_SLIPS:
+            if torch.allclose(R, _dense(d, k, eps, **options), atol=_TOL):
+                return message
+        return generic(f"for d = {d}, k = {k}, ε = {eps:.3g} your R is not the kit's: check R u = c u + s v, "
+                       "R v = −s u + c v and R x = x off the plane")
+    return None
 
 
 @check("check_rotate_rows")
@@ -148,7 +198,16 @@ def _squared(sigma):
 
 
 #: Typical mistakes each check must name (tests/test_exercises.py runs them): (answer, words).
+def _matrix_slip(**options) -> Callable:
+    def wrong(d, k, eps):
+        return _dense(d, k, eps, **options)
+    wrong.__name__ = "rotation_" + "_".join(options)
+    return wrong
+
+
 WRONG_ANSWERS = {
+    "check_rotation_matrix": [(_matrix_slip(sign=-1.0), "other way"), (_matrix_slip(unit=False), "unit vectors"),
+                              (_matrix_slip(angle=True), "sine of the angle"), (_matrix_slip(vv=False), "vvᵀ")],
     "check_rotate_rows": [
         (_rows(_cosine, s_sign=-1.0), "inverse rotation"),
         (_rows(_cosine, swap=True), "swapped"),
