@@ -13,7 +13,7 @@ GPU estimate beside the CPU measurements. Used by the book page *Your model's re
 
 from __future__ import annotations
 
-from ..lm.estimates import ModelShape
+from ..lm.estimates import ModelShape, pass_flops
 from .causal import CAUSAL_SIGNALS
 from .settings import CardSettings
 from .work import geometry_blocks
@@ -78,8 +78,6 @@ def planned_passes(n_layers: int, settings: CardSettings, n_proposals: int = 9) 
 
 
 def card_flops(passes: dict, shape: ModelShape, block_size: int) -> dict[str, float]:
-    """FLOPs per stage of ``passes`` on a model of ``shape`` (head = vocabulary × width)."""
-    head_params = shape.vocab * shape.d_model
-    per_layer = 2 * (shape.params - head_params) / shape.n_layers + 4 * block_size * shape.d_model
-    return {stage: layer_tokens * per_layer + head_tokens * 2 * head_params
+    """FLOPs per stage of ``passes`` on a model of ``shape`` (:func:`anatomy_kit.lm.estimates.pass_flops`)."""
+    return {stage: pass_flops(shape, layer_tokens, head_tokens, block_size)
             for stage, (layer_tokens, head_tokens) in passes.items()}

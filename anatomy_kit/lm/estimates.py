@@ -26,13 +26,15 @@ turns the memory model into a micro-batch and activation checkpointing that fit 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 
 from ..validate import AnatomyKitError, check_choice, check_int
 
 __all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_FLOPS", "Estimate", "forward_flops", "training_memory",
            "activation_bytes", "MemoryPlan", "choose_micro_batch", "chapter_estimates", "markdown_table", "duration",
-           "width_solver_rules", "width_solver_runs"]
+           "width_solver_rules", "width_solver_runs", "FULL_SIZES", "pass_flops", "hour_estimates", "hour_estimate",
+           "hour_markdown_table"]
 
 H100_BF16, H100_FP32 = 989e12, 67e12      # dense peaks, NVIDIA H100 SXM data sheet
 #: assumed sustained FLOP/s of the reference GPU, by kind of work
@@ -70,6 +72,7 @@ class ModelShape:
 #: The hub models of the chapters' full scale (numbers from their config.json and model cards).
 HUB_SHAPES = {name: ModelShape(*shape, norm_readers=(3, 2)) for name, shape in {   # q, k, v; gate, up
     "HuggingFaceTB/SmolLM2-135M": (134.5e6, 30, 576, 49152, 1536),
+    "HuggingFaceTB/SmolLM2-1.7B": (1.71e9, 24, 2048, 49152, 8192),
     "meta-llama/Llama-3.2-1B": (1.24e9, 16, 2048, 128256, 8192),
     "meta-llama/Llama-3.2-3B": (3.21e9, 28, 3072, 128256, 8192),
     "meta-llama/Llama-3.1-8B": (8.03e9, 32, 4096, 128256, 14336),
@@ -227,43 +230,68 @@ def duration(hours: float) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.0f} days"
 
 
-def _ch01() -> Estimate:
-    m, tokens, L = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 64 * 256, 30
+#: The full-scale sizes the estimates count (each chapter's ``defaults["full"]``, the dominant sizes only).
+FULL_SIZES: dict[str, dict] = {
+    "ch01_ablation_map": dict(n_eval=64, block_size=256, strategies=4),
+    "ch02_anatomy_weights": dict(block_size=256, recovery_layers=30, recovery_lrs=3, n_trained_draws=3,
+                                 recovery_steps=300, train_batch=8, recovery_eval=16),
+    "ch03_growth_training": dict(n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,
+                                 block_size=256, batch_size=32, steps=656, n_seeds=5),
+    "ch04_geometric_work": dict(models=[k for k in HUB_SHAPES if k.startswith(("meta-", "google/", "mistralai/"))],
+                                n_blocks=32, block_size=256, batch_size=8, sensitivity_blocks=16, n_draws=3),
+}
+
+
+def _count(value) -> int:
+    """A size that is a count or a list of things (layers, strategies, learning rates)."""
+    return len(value) if isinstance(value, (list, tuple)) else int(value)
+
+
+def _ch01(s: dict) -> Estimate:
+    m, L = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 30
+    tokens, n_maps = s["n_eval"] * s["block_size"], _count(s["strategies"])
     layer = (m.params - m.vocab * m.d_model) / L
     head = m.vocab * m.d_model
     per_strategy = sum((L - l) * layer + head for l in range(L))       # prefix-cached sweep
-    flops = 2 * tokens * (L * layer + head + 4 * per_strategy)           # capture + 4 strategies
+    flops = 2 * tokens * (L * layer + head + n_maps * per_strategy)      # capture + the strategies
     cache = 4 * L * tokens * m.d_model                                   # the prefix cache: every layer's input
-    return Estimate("ch01_ablation_map", "4 ablation maps × 30 layers, 64 × 256 tokens, prefix-cached", flops,
-                    "eval-fp32", (4 * m.params + cache) / 1e9)
+    return Estimate("ch01_ablation_map", f"{n_maps} ablation maps × 30 layers, {s['n_eval']} × {s['block_size']} "
+                    "tokens, prefix-cached", flops, "eval-fp32", (4 * m.params + cache) / 1e9)
 
 
-def _ch02() -> Estimate:
-    m, T = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 256
-    runs = 30 * 3 * 3                                                     # layers × learning rates × noise draws
-    train = runs * 300 * 3 * forward_flops(m, 8 * T, T)                   # 300 steps of 8 blocks, whole model
-    evals = runs * 300 * forward_flops(m, 16 * T, T)                      # evaluation after every step
-    return Estimate("ch02_anatomy_weights", "recovery: 270 runs × 300 steps (8 blocks), eval each step",
-                    train + evals, "train-fp32", training_memory(m, T, 8, precision="fp32") / 1e9)
+def _ch02(s: dict) -> Estimate:
+    m, T = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], s["block_size"]
+    runs = _count(s["recovery_layers"]) * _count(s["recovery_lrs"]) * s["n_trained_draws"]   # layers × lrs × draws
+    steps = s["recovery_steps"]
+    train = runs * steps * 3 * forward_flops(m, s["train_batch"] * T, T)   # whole model, train_batch blocks a step
+    evals = runs * steps * forward_flops(m, s["recovery_eval"] * T, T)      # evaluation after every step
+    return Estimate("ch02_anatomy_weights", f"recovery: {runs} runs × {steps} steps ({s['train_batch']} blocks), "
+                    "eval each step", train + evals, "train-fp32",
+                    training_memory(m, T, s["train_batch"], precision="fp32") / 1e9)
 
 
-def _ch03() -> Estimate:
-    m, T = ModelShape(9.6e6, 12, 256, 8192, 469), 256
-    runs = 4 * 5                                                          # schedules incl. the reference × seeds
-    flops = runs * 656 * 3 * forward_flops(m, 32 * T, T)
-    return Estimate("ch03_growth_training", "≤ 20 runs × 656 steps of 32 × 256 tokens (12 × 256 decoder)", flops,
-                    "train-fp32", training_memory(m, T, 32, precision="fp32") / 1e9)
+def _ch03(s: dict) -> Estimate:
+    from ..lm import LMConfig
+
+    T = s["block_size"]
+    m = lm_shape(LMConfig(vocab_size=s["vocab_size"], n_layers=s["n_layers"], d_model=s["d_model"],
+                          n_heads=s["n_heads"], ffn_widths=[s["ffn_width"]] * s["n_layers"], max_seq_len=T))
+    runs = 4 * s["n_seeds"]                                               # schedules incl. the reference × seeds
+    flops = runs * s["steps"] * 3 * forward_flops(m, s["batch_size"] * T, T)
+    return Estimate("ch03_growth_training", f"≤ {runs} runs × {s['steps']} steps of {s['batch_size']} × {T} tokens "
+                    f"({s['n_layers']} × {s['d_model']} decoder)", flops, "train-fp32",
+                    training_memory(m, T, s["batch_size"], precision="fp32") / 1e9)
 
 
-def _ch04() -> Estimate:
-    flops, mem = 0.0, 0.0
-    for m in (HUB_SHAPES[k] for k in HUB_SHAPES if not k.startswith("HuggingFaceTB/")):
-        clouds = forward_flops(m, 32 * 256, 256)
-        sensitivity = m.n_layers * 3 * forward_flops(m, 16 * 256, 256) / 2   # replay from layer ℓ, 3 draws
+def _ch04(s: dict) -> Estimate:
+    flops, mem, T = 0.0, 0.0, s["block_size"]
+    for m in (HUB_SHAPES[k] for k in s["models"]):
+        clouds = forward_flops(m, s["n_blocks"] * T, T)
+        sensitivity = m.n_layers * s["n_draws"] * forward_flops(m, s["sensitivity_blocks"] * T, T) / 2   # replay from ℓ
         flops += clouds + sensitivity
-        mem = max(mem, 4 * m.params + 8 * 8 * 256 * m.vocab)
-    return Estimate("ch04_geometric_work", "7 models: clouds (32 × 256 tokens) + FFN sensitivity (3 draws per layer)",
-                    flops, "eval-fp32", mem / 1e9)
+        mem = max(mem, 4 * m.params + 8 * s["batch_size"] * T * m.vocab)
+    return Estimate("ch04_geometric_work", f"{len(s['models'])} models: clouds ({s['n_blocks']} × {T} tokens) + "
+                    f"FFN sensitivity ({s['n_draws']} draws per layer)", flops, "eval-fp32", mem / 1e9)
 
 
 def width_solver_rules() -> list[str]:
@@ -292,24 +320,32 @@ def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
             "FLOPs per run": flops, "GPU hours per run": hours, "GPU days, all runs": hours * runs / 24}
 
 
-def _ch05() -> Estimate:
+def _ch05(s: dict) -> Estimate:
     from ..lm import PRESETS, training_flops
 
-    P = PRESETS["440M"]
-    m, cfg = _preset_shape("440M"), _preset_config("440M")
-    tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    runs = width_solver_runs("440M")["runs"]                              # chapter 5's rules × seeds
-    return Estimate("ch05_width_solver", f"{runs} runs of the 440M preset, {tokens / 1e9:.1f}B tokens each",
+    name = s["preset"]
+    P = PRESETS[name]
+    m, cfg = _preset_shape(name), _preset_config(name)
+    steps = s.get("steps", P["steps"])
+    tokens = steps * P["batch_size"] * P["grad_accum"] * P["block_size"]
+    runs = len(width_solver_rules()) * s.get("n_seeds", P["n_seeds"])   # chapter 5's rules × seeds
+    return Estimate("ch05_width_solver", f"{runs} runs of the {name} preset, {tokens / 1e9:.2f}B tokens each",
                     runs * training_flops(cfg, tokens, P["block_size"]), "train-bf16",
                     training_memory(m, P["block_size"], P["batch_size"]) / 1e9)
 
 
-def _ch06() -> Estimate:
+def _ch06(s: dict | None) -> Estimate:
     from ..growth import recipe as R
 
-    r = R.paper_d256_d384()
-    ms = R.paper_multistage()
-    tps, T, seeds = r.tokens_per_step, r.block_size, 3
+    r, ms = R.paper_d256_d384(), R.paper_multistage()
+    seeds, arms, widths, chain_steps = 3, len(R.CONDITIONS) - 1, ms.ms_widths, ms.ms_total_steps
+    if s is not None:                                                     # the hour preset's sizes
+        keep = ("n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
+                "steps_small", "steps_grown")
+        r = dataclasses.replace(r, **{k: s[k] for k in keep})
+        seeds, arms = s["n_seeds"], len([c for c in s["conditions"] if c != "cold"])
+        widths, chain_steps = tuple(s["ms_widths"]), s["ms_total_steps"]
+    tps, T = r.tokens_per_step, r.block_size
 
     def shape(d: int) -> ModelShape:
         return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
@@ -318,18 +354,77 @@ def _ch06() -> Estimate:
     def train(d: int, steps: int) -> float:
         return 3 * forward_flops(shape(d), steps * tps, T)
 
-    arms = len(R.CONDITIONS) - 1                                          # every arm but the cold start
     per_seed = (train(r.d_small, r.steps_small) + arms * train(r.d_large, r.steps_grown)
                 + train(r.d_large, r.steps_small + r.steps_grown))        # the cold start, equal tokens
-    chain = train(max(ms.ms_widths), ms.ms_total_steps)                   # upper bound: all at the last width
+    chain = train(max(widths), chain_steps)                               # upper bound: all at the last width
     return Estimate("ch06_width_growth", f"{seeds} seeds × ({arms} grown arms + cold start), d{r.d_small} → "
-                    f"d{r.d_large}; one {len(ms.ms_widths)}-stage chain", seeds * per_seed + chain, "train-bf16",
-                    training_memory(shape(max(ms.ms_widths)), T, r.batch_size) / 1e9)
+                    f"d{r.d_large}; one {len(widths)}-stage chain", seeds * per_seed + chain, "train-bf16",
+                    training_memory(shape(max(widths)), T, r.batch_size) / 1e9)
+
+
+def pass_flops(m: ModelShape, layer_tokens: float, head_tokens: float, seq_len: int) -> float:
+    """FLOPs of ``layer_tokens`` tokens through one decoder layer and ``head_tokens`` through the LM head
+    (the count of :func:`forward_flops`, split per layer and head; the card's stages)."""
+    head_params = m.vocab * m.d_model
+    per_layer = 2 * (m.params - head_params) / m.n_layers + 4 * seq_len * m.d_model
+    return layer_tokens * per_layer + head_tokens * 2 * head_params
+
+
+def _card(s: dict, chapter: str = "card_report") -> Estimate:
+    from ..card.cost import planned_passes
+    from ..card.settings import CardSettings
+
+    m = HUB_SHAPES[s["model"]]
+    keep = ("tokens", "block_size", "batch_size", "calibration_tokens", "max_prune", "n_random", "geometry_tokens")
+    settings = CardSettings(**{k: s[k] for k in keep})
+    passes = planned_passes(m.n_layers, settings)
+    flops = sum(pass_flops(m, a, b, s["block_size"]) for a, b in passes.values())
+    logits = 4 * s["batch_size"] * s["block_size"] * m.vocab
+    work = (f"{'the card (if not cached) + signals' if chapter != 'card_report' else 'the card'}: "
+            f"{s['tokens']:,} tokens, K = {s['max_prune']}, {s['n_random']} random sets per k")
+    return Estimate(chapter, f"{s['model'].split('/')[-1]}, {work}", flops, "eval-fp32", (4 * m.params + logits) / 1e9)
 
 
 def chapter_estimates() -> list[Estimate]:
-    """The estimates of every chapter, in book order."""
-    return [_ch01(), _ch02(), _ch03(), _ch04(), _ch05(), _ch06()]
+    """The estimates of every chapter at full scale, in book order."""
+    from ..lm import PRESETS
+
+    return [_ch01(FULL_SIZES["ch01_ablation_map"]), _ch02(FULL_SIZES["ch02_anatomy_weights"]),
+            _ch03(FULL_SIZES["ch03_growth_training"]), _ch04(FULL_SIZES["ch04_geometric_work"]),
+            _ch05({"preset": "440M", "n_seeds": PRESETS["440M"]["n_seeds"]}), _ch06(None)]
+
+
+def hour_estimates() -> list[Estimate]:
+    """The estimates of every chapter's hour preset (:data:`anatomy_kit.hour.HOUR_PRESETS`), in book order."""
+    from ..hour import HOUR_PRESETS as H
+
+    return [_ch01(H["ch01_ablation_map"]), _ch02(H["ch02_anatomy_weights"]), _ch03(H["ch03_growth_training"]),
+            _ch04(H["ch04_geometric_work"]), _ch05(H["ch05_width_solver"]), _ch06(H["ch06_width_growth"]),
+            _card(H["card_report"]), _card(H["ch07_synthesis"], "ch07_synthesis")]
+
+
+def hour_estimate(chapter: str, flops_per_s: float | None = None) -> dict:
+    """One chapter's hour preset: ``{"chapter", "work", "minutes", "memory_gb", "flops", "kind"}`` at the assumed
+    throughput, or at ``flops_per_s`` (a measured one: ``benchmarks/gpu_check.py`` puts it beside its
+    measurement)."""
+    from ..hour import HOUR_PRESETS
+
+    check_choice("chapter", chapter, sorted(HOUR_PRESETS))
+    if flops_per_s is not None and not (isinstance(flops_per_s, (int, float)) and flops_per_s > 0):
+        raise AnatomyKitError(f"flops_per_s={flops_per_s!r} must be a number > 0 (FLOP/s)")
+    e = next(e for e in hour_estimates() if e.chapter == chapter)
+    return {"chapter": chapter, "work": e.work, "minutes": e.hours(flops_per_s) * 60, "memory_gb": e.memory_gb,
+            "flops": e.flops, "kind": e.kind}
+
+
+def hour_markdown_table() -> str:
+    """The running page's table of the hour presets (time and memory estimated, one H100-class GPU)."""
+    lines = ["| chapter | dominant work of the hour preset | FLOPs | FLOP/s | time (estimate) "
+             "| peak GPU memory, GB (estimate) |", "|---|---|---|---|---|---|"]
+    for e in hour_estimates():
+        lines.append(f"| `{e.chapter}` | {e.work} | {e.flops:.1e} | {ASSUMED_FLOPS[e.kind]:.1e} ({e.kind}) "
+                     f"| {e.hours() * 60:.0f} min | {e.memory_gb:,.1f} |")
+    return "\n".join(lines)
 
 
 def markdown_table(flops_per_s: float | None = None) -> str:
@@ -347,8 +442,9 @@ def markdown_table(flops_per_s: float | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flops", type=float, default=None, help="a measured FLOP/s to use instead of the assumptions")
+    ap.add_argument("--hour", action="store_true", help="the hour presets' table instead of full scale's")
     args = ap.parse_args(argv)
-    print(markdown_table(args.flops))
+    print(hour_markdown_table() if args.hour else markdown_table(args.flops))
     return 0
 
 
