@@ -69,3 +69,10 @@ def test_half_width_is_t_sd_over_root_n():
 def test_bad_input_is_named(call):
     with pytest.raises(AnatomyKitError):
         call()
+
+
+def test_a_huge_effect_needs_the_fewest_units_that_can_decide():
+    # scipy's non-central t returns NaN far in its tail; the power there is 1, not "undecided"
+    assert P.sign_flip_power(50.0, 1.0, 8) == pytest.approx(1.0)
+    assert P.units_needed(40.0, 1.0, method="sign-flip") == 6
+    assert P.units_needed(40.0, 1.0) == 2

@@ -48,6 +48,11 @@ def _level(name: str, value: float) -> float:
     return float(value)
 
 
+def _tail(p: float) -> float:
+    """A tail probability of scipy's non-central t, whose far tail can come back NaN (it is then 0)."""
+    return float(p) if math.isfinite(p) else 0.0
+
+
 def attainable_alpha(n: int, alpha: float = 0.05) -> float:
     """The largest two-sided level ``2k/2ⁿ ≤ alpha`` of an exact sign-flip test on ``n`` seeds (0: none).
 
@@ -66,7 +71,7 @@ def interval_power(distance: float, sd: float, n: int, confidence: float = 0.95)
     check_int("n", n, minimum=2)
     d, s, c = abs(float(distance)), _positive("sd", sd), _level("confidence", confidence)
     crit = _sps.t.ppf(1 - (1 - c) / 2, n - 1)
-    return float(_sps.nct.sf(crit, n - 1, d * math.sqrt(n) / s))
+    return _tail(_sps.nct.sf(crit, n - 1, d * math.sqrt(n) / s))
 
 
 def sign_flip_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
@@ -82,7 +87,7 @@ def sign_flip_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> fl
         return float(_sps.norm.cdf(z) ** n + _sps.norm.cdf(-z) ** n)
     crit = _sps.t.ppf(1 - level / 2, n - 1)
     nc = z * math.sqrt(n)
-    return float(_sps.nct.sf(crit, n - 1, nc) + _sps.nct.cdf(-crit, n - 1, nc))
+    return min(1.0, _tail(_sps.nct.sf(crit, n - 1, nc)) + _tail(_sps.nct.cdf(-crit, n - 1, nc)))
 
 
 def rule_power(distance: float, sd: float, n: int, *, method: str = "t", confidence: float = 0.95) -> float:
