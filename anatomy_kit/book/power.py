@@ -35,7 +35,7 @@ from ..validate import AnatomyKitError, check_choice
 from ..verdicts import power as P
 
 __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_frame", "power_markdown",
-           "decidable_at", "running_power_markdown", "ASSUMPTIONS"]
+           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view"]
 
 ASSUMPTIONS = ("Needed: the fewest units at which the claim's rule decides with 80 % power if the truth were the "
                "smoke point estimate, with the smoke run's per-unit spread; in brackets if that spread doubles at "
@@ -335,6 +335,13 @@ def power_frame(doc: dict):
 
     rows = [{v: getattr(r, k) for k, v in _COLUMNS.items()} for r in power_rows(doc)]
     return pd.DataFrame(rows, columns=list(_COLUMNS.values()))
+
+
+def power_view(run, claims: list):
+    """A chapter's table right after its claims (``run``: its :class:`~anatomy_kit.book.run.Run`;
+    ``claims``: its :class:`~anatomy_kit.verdicts.claims.Claim` list), from the claims' own intervals."""
+    doc = {"chapter": run.chapter, "run": {"sizes": run.sizes}, "claims": [c.to_dict() for c in claims]}
+    return power_frame(doc).style.hide(axis="index").set_caption(ASSUMPTIONS)
 
 
 def power_markdown(doc: dict) -> str:
