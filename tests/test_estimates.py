@@ -162,3 +162,74 @@ def test_chapter_six_counts_every_arm_and_seed_of_the_grid():
     r = R.paper_d256_d384()
     grown = 3 * (len(R.CONDITIONS) - 1) * 6 * R.param_count(r.config(r.d_large)) * r.steps_grown * r.tokens_per_step
     assert grown < est.flops < 3 * grown       # the grown arms dominate; small runs, cold start, chain add the rest
+
+
+# --- the hour scale ------------------------------------------------------------------------------
+
+def test_every_chapters_hour_preset_fits_one_gpu_hour_and_80_gb():
+    from anatomy_kit.hour import HOUR_MEMORY_GB, HOUR_MINUTES, HOUR_PRESETS
+
+    est = {e.chapter: e for e in E.hour_estimates()}
+    assert list(est) == list(HOUR_PRESETS)                   # every chapter, in book order
+    for chapter, e in est.items():
+        assert e.hours() * 60 <= HOUR_MINUTES, (chapter, e.hours() * 60)
+        assert e.memory_gb < HOUR_MEMORY_GB, (chapter, e.memory_gb)
+
+
+def test_hour_estimates_read_the_presets(monkeypatch):
+    """Chapter 2's recovery FLOPs by hand; doubling its recovery layers doubles them."""
+    from anatomy_kit import hour
+
+    s = hour.HOUR_PRESETS["ch02_anatomy_weights"]
+    m, T = E.HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], s["block_size"]
+    per_token = 2 * m.params + 4 * m.n_layers * T * m.d_model
+    runs = len(s["recovery_layers"]) * len(s["recovery_lrs"]) * s["n_trained_draws"]
+    by_hand = runs * s["recovery_steps"] * (3 * s["train_batch"] + s["recovery_eval"]) * T * per_token
+    got = E.hour_estimate("ch02_anatomy_weights")
+    assert got["flops"] == pytest.approx(by_hand, rel=1e-12)
+    assert got["minutes"] == pytest.approx(by_hand / (0.5 * 67e12) / 60, rel=1e-12)
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch02_anatomy_weights",
+                        {**s, "recovery_layers": s["recovery_layers"] * 2})
+    assert E.hour_estimate("ch02_anatomy_weights")["flops"] == pytest.approx(2 * by_hand, rel=1e-12)
+
+
+def test_the_card_hour_estimate_counts_its_passes_at_17b():
+    """The card's FLOPs: the card's own pass counts times lm.estimates.pass_flops, on SmolLM2-1.7B."""
+    from anatomy_kit.card.cost import card_flops, planned_passes
+    from anatomy_kit.card.settings import CardSettings
+    from anatomy_kit.hour import HOUR_PRESETS
+
+    s = HOUR_PRESETS["card_report"]
+    m = E.HUB_SHAPES[s["model"]]
+    settings = CardSettings(tokens=s["tokens"], block_size=s["block_size"], batch_size=s["batch_size"],
+                            calibration_tokens=s["calibration_tokens"], max_prune=s["max_prune"],
+                            n_random=s["n_random"], geometry_tokens=s["geometry_tokens"])
+    total = sum(card_flops(planned_passes(m.n_layers, settings), m, s["block_size"]).values())
+    assert E.hour_estimate("card_report")["flops"] == pytest.approx(total, rel=1e-12)
+    assert 1e9 < m.params < 2e9 and "SmolLM2-1.7B" in s["model"]
+
+
+def test_pass_flops_is_the_forward_count_split_per_layer_and_head():
+    m = E.ModelShape(1e8, 10, 512, 1000, 1536)
+    # every token through all layers and the head once = one forward pass
+    assert E.pass_flops(m, 10 * 300, 300, 64) == pytest.approx(E.forward_flops(m, 300, 64), rel=1e-12)
+    assert E.pass_flops(m, 0, 1, 64) == 2 * 1000 * 512
+
+
+def test_hour_estimate_takes_a_measured_throughput_and_names_bad_input():
+    e = E.hour_estimate("ch01_ablation_map")
+    assert E.hour_estimate("ch01_ablation_map", 1e13)["minutes"] == pytest.approx(e["flops"] / 1e13 / 60)
+    with pytest.raises(AnatomyKitError, match="chapter"):
+        E.hour_estimate("ch99")
+    with pytest.raises(AnatomyKitError, match="flops_per_s"):
+        E.hour_estimate("ch01_ablation_map", -1.0)
+
+
+def test_the_running_page_includes_the_hour_scale_tables(tmp_path):
+    from anatomy_kit.book.pages import write_generated
+
+    text = (ROOT / "book" / "running.md").read_text()
+    for name in ("scales_table", "hour_table", "power_tables"):
+        assert f"```{{include}} _generated/{name}.md\n```" in text
+    write_generated(tmp_path)
+    assert (tmp_path / "_generated" / "hour_table.md").read_text().strip() == E.hour_markdown_table()

@@ -120,3 +120,25 @@ def test_chapter_runs_its_full_path_on_stand_ins(chapter, standin_env, tmp_path)
     doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
     assert doc["run"]["scale"] == "full"
     print(f"{chapter} full path on stand-ins: {time.time() - start:.0f} s")
+
+
+#: The hour presets (:mod:`anatomy_kit.hour`) on the same stand-ins with the same shrinking parameters:
+#: what differs from full is the preset itself (chapter 5's "hour" rules dict, chapter 6's five arms,
+#: the card and chapter 7 on SmolLM2-1.7B, chapter 3's hour settings read by chapter 7).
+HOUR_PATH = sorted(FULL_PATH)
+
+
+@pytest.mark.whole_run
+@pytest.mark.parametrize("chapter", HOUR_PATH)
+def test_chapter_runs_its_hour_path_on_stand_ins(chapter, standin_env, tmp_path):
+    from anatomy_kit.book.chapters import chapter_manifest
+    from anatomy_kit.book.runner import execute_chapter
+    from anatomy_kit.hour import HOUR_PRESETS
+
+    entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
+    start = time.time()
+    execute_chapter(entry, scale="hour", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
+                    root=ROOT, environ=standin_env)
+    doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
+    assert doc["run"]["scale"] == "hour" and doc["run"]["model"] == HOUR_PRESETS[chapter]["model"]
+    print(f"{chapter} hour path on stand-ins: {time.time() - start:.0f} s")

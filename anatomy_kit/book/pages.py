@@ -6,7 +6,10 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``verdict_words.md`` — each verdict's badge and meaning (the intro's "How to read a verdict"),
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
   :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
-- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`.estimates`),
+- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.lm.estimates`),
+- ``hour_table.md``, ``scales_table.md``, ``power_tables.md`` — the running page's hour presets
+  (estimated), the three scales, and every chapter's power table from the build's smoke metrics
+  (``build/metrics`` beside ``book/``; :mod:`.power`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
 
@@ -95,12 +98,16 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def write_generated(book_dir: Path) -> list[Path]:
     """Write every generated part into ``book_dir/_generated`` and return their paths (the book build)."""
-    from ..lm.estimates import markdown_table
+    from ..lm.estimates import hour_markdown_table, markdown_table
+    from .power import running_power_markdown, scales_markdown
 
     out = Path(book_dir) / GENERATED
     out.mkdir(parents=True, exist_ok=True)
+    build = Path(book_dir).resolve().parent / "build"
     texts = {"verdict_words.md": verdict_words_markdown(), "verdict_glossary.md": verdict_glossary_markdown(),
-             "estimates_table.md": markdown_table() + "\n"}
+             "estimates_table.md": markdown_table() + "\n", "hour_table.md": hour_markdown_table() + "\n",
+             "scales_table.md": scales_markdown(build),
+             "power_tables.md": running_power_markdown(build)}
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")

@@ -35,7 +35,7 @@ from ..validate import AnatomyKitError, check_choice
 from ..verdicts import power as P
 
 __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_frame", "power_markdown",
-           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view"]
+           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view", "scale_counts", "scales_markdown"]
 
 ASSUMPTIONS = ("Needed: the fewest units at which the claim's rule decides with 80 % power if the truth were the "
                "smoke point estimate, with the smoke run's per-unit spread; in brackets if that spread doubles at "
@@ -352,20 +352,61 @@ def power_markdown(doc: dict) -> str:
     return head + body
 
 
-def running_power_markdown(build_dir: str | Path) -> str:
-    """Every chapter's table from ``<build_dir>/metrics`` (the running page), with the counts per scale."""
+def _build_docs(build_dir: str | Path) -> dict[str, dict | None]:
+    """``{chapter: its metrics document or None}`` of ``<build_dir>/metrics``, in book order."""
     from ..hour import HOUR_PRESETS
 
     metrics = Path(build_dir) / "metrics"
-    parts, counts = [], {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "not modelled": 0}
-    for chapter in HOUR_PRESETS:
-        path = metrics / f"{chapter}.json"
-        if not path.exists():
-            parts.append(f"**`{chapter}`**: no smoke metrics in this build.\n")
-            continue
-        doc = read_json(path, what=f"{chapter} metrics")
-        for r in power_rows(doc):
+    return {c: (read_json(metrics / f"{c}.json", what=f"{c} metrics") if (metrics / f"{c}.json").exists() else None)
+            for c in HOUR_PRESETS}
+
+
+def scale_counts(build_dir: str | Path) -> dict[str, int]:
+    """How many claims of the build's metrics each scale is the smallest to decide (:func:`decidable_at`)."""
+    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "not modelled": 0}
+    for doc in _build_docs(build_dir).values():
+        for r in power_rows(doc) if doc else []:
             counts[decidable_at(r)] += 1
-        parts.append(f"**`{chapter}`** (smoke run of this build)\n\n{power_markdown(doc)}")
-    total = " · ".join(f"{k}: {v}" for k, v in counts.items())
+    return counts
+
+
+def running_power_markdown(build_dir: str | Path) -> str:
+    """Every chapter's table from ``<build_dir>/metrics`` (the running page), with the counts per scale."""
+    parts = []
+    for chapter, doc in _build_docs(build_dir).items():
+        parts.append(f"**`{chapter}`**: no smoke metrics in this build.\n" if doc is None else
+                     f"**`{chapter}`** (smoke run of this build)\n\n{power_markdown(doc)}")
+    total = " · ".join(f"{k}: {v}" for k, v in scale_counts(build_dir).items())
     return f"{ASSUMPTIONS}\n\nClaims by the smallest scale that decides them: {total}.\n\n" + "\n".join(parts)
+
+
+def scales_markdown(build_dir: str | Path) -> str:
+    """The running page's table of the three scales: time, hardware, data, claims each can decide
+    (cumulative: what smoke decides, hour decides too), all computed."""
+    from ..hour import HOUR_MINUTES, HOUR_PRESETS
+    from ..lm.estimates import chapter_estimates, duration, hour_estimates
+    from .chapters import chapter_manifest
+
+    smoke_s = sum(c["budget_s"] for c in chapter_manifest())
+    hour = hour_estimates()
+    full = chapter_estimates()
+    counts = scale_counts(build_dir)
+    total = sum(counts.values())
+    by = {"smoke": counts["smoke"], "hour": counts["smoke"] + counts["hour"]}
+    by["full"] = by["hour"] + counts["full"]
+    models = sorted({m for p in HOUR_PRESETS.values() for m in p.get("models", [p["model"]])})
+    corpora = sorted({p["corpus"] for p in HOUR_PRESETS.values()})
+    rows = [("smoke", f"{smoke_s / 60:.0f} min (the chapters' budgets)", "2 CPU cores",
+             "the embedded SmolLM2-135M-Instruct (4-bit, from the package index) and the Python docs"),
+            ("hour", f"≤ {HOUR_MINUTES:.0f} min a chapter, {sum(e.hours() for e in hour) * 60:.0f} min in all "
+                     "(estimate)", "one H100/H200-class GPU, < 80 GB",
+             f"{len(models)} hub models ({', '.join(m.split('/')[-1] for m in models)}); {', '.join(corpora)}"),
+            ("full", f"{duration(sum(e.hours() for e in full))} in all (estimate; chapter 5 alone "
+                     f"{duration(max(e.hours() for e in full))})", "GPUs for days to weeks",
+             "the papers' models and corpora (the hub reachable or its cache filled)")]
+    lines = ["| scale | time | hardware | data needed | claims it can decide (of the build's "
+             f"{total}) |", "|---|---|---|---|---|"]
+    lines += [f"| `{name}` | {t} | {hw} | {data} | {by[name]} |" for name, t, hw, data in rows]
+    note = (f"{counts['beyond full']} need more than full scale gives, and {counts['not modelled']} are decided by "
+            "sets, ranks or null models that the power analysis does not model.")
+    return "\n".join(lines) + "\n\n" + note + "\n"
