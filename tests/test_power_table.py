@@ -183,3 +183,19 @@ def test_every_chapter_has_a_unit_rule_and_the_hour_preset_names_its_sizes():
             assert size in HOUR_PRESETS[chapter], (chapter, size)
     assert set(BP.UNITS) == set(HOUR_PRESETS) == set(BP.FULL_UNITS)
     assert all(re.fullmatch(r"[a-z0-9_]+", c) for c in BP.UNITS)
+
+
+def test_the_report_names_the_scale_that_decides_each_claim(tmp_path):
+    from anatomy_kit.book.report import build_report
+
+    doc = json.loads((ROOT / "tests" / "data" / "power_ch03_claims.json").read_text())
+    doc["run"].update(scale="smoke", model="embedded", corpus="python-docs", seed=0, device="cpu")
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "ch03_growth_training.json").write_text(json.dumps(doc))
+    report = build_report(tmp_path)
+    got = {c["id"]: c["decidable_at"] for c in report["chapters"][0]["claims"]}
+    expected = {r.claim: BP.decidable_at(r) for r in BP.power_rows(doc)}
+    assert got == expected and got["p1.growth_val_loss_ratio"] == "hour"     # not comparable at smoke
+    assert got["p1.growth_speedup"] == "smoke"                                # reproduced at smoke
+    line = next(l for l in (tmp_path / "report.md").read_text().splitlines() if l.startswith("Decidable at"))
+    assert "**hour**: `p1.growth_val_loss_ratio`" in line
