@@ -216,13 +216,19 @@ def test_pass_flops_is_the_forward_count_split_per_layer_and_head():
     assert E.pass_flops(m, 0, 1, 64) == 2 * 1000 * 512
 
 
-def test_hour_estimate_takes_a_measured_throughput_and_names_bad_input():
-    e = E.hour_estimate("ch01_ablation_map")
-    assert E.hour_estimate("ch01_ablation_map", 1e13)["minutes"] == pytest.approx(e["flops"] / 1e13 / 60)
+def test_hour_estimate_takes_a_measured_throughput_of_its_kind_and_names_bad_input():
+    e = E.hour_estimate("ch01_ablation_map")                          # float32 evaluation
+    assert e["minutes"] == e["minutes_assumed"] == pytest.approx(e["flops"] / (0.5 * 67e12) / 60)
+    got = E.hour_estimate("ch01_ablation_map", {"eval-fp32": 1e13, "train-bf16": 1e15})
+    assert got["minutes"] == pytest.approx(e["flops"] / 1e13 / 60) and got["minutes_assumed"] == e["minutes"]
+    train_only = E.hour_estimate("ch01_ablation_map", {"train-bf16": 1e15})   # another kind: the assumption
+    assert train_only["minutes"] == e["minutes"]
     with pytest.raises(AnatomyKitError, match="chapter"):
         E.hour_estimate("ch99")
-    with pytest.raises(AnatomyKitError, match="flops_per_s"):
-        E.hour_estimate("ch01_ablation_map", -1.0)
+    with pytest.raises(AnatomyKitError, match="train-bf16"):
+        E.hour_estimate("ch01_ablation_map", {"train-bf16": -1.0})
+    with pytest.raises(AnatomyKitError, match="measured kind"):
+        E.hour_estimate("ch01_ablation_map", {"bf16": 1e15})
 
 
 def test_the_running_page_includes_the_hour_scale_tables(tmp_path):

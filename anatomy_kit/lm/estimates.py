@@ -403,18 +403,23 @@ def hour_estimates() -> list[Estimate]:
             _card(H["card_report"]), _card(H["ch07_synthesis"], "ch07_synthesis")]
 
 
-def hour_estimate(chapter: str, flops_per_s: float | None = None) -> dict:
-    """One chapter's hour preset: ``{"chapter", "work", "minutes", "memory_gb", "flops", "kind"}`` at the assumed
-    throughput, or at ``flops_per_s`` (a measured one: ``benchmarks/gpu_check.py`` puts it beside its
-    measurement)."""
+def hour_estimate(chapter: str, measured: dict[str, float] | None = None) -> dict:
+    """One chapter's hour preset: ``{"chapter", "work", "kind", "flops", "memory_gb", "minutes_assumed",
+    "minutes"}``. ``measured``: FLOP/s measured for some kinds of work (:data:`ASSUMED_FLOPS`' keys; e.g.
+    ``{"train-bf16": train.flops_per_s}`` from ``benchmarks/gpu_check.py``); ``minutes`` uses the measured
+    figure for this chapter's kind when there is one, else the assumption. gpu_check can print, for every
+    chapter of :data:`anatomy_kit.hour.HOUR_PRESETS`, the estimate beside its measured throughput."""
     from ..hour import HOUR_PRESETS
 
-    check_choice("chapter", chapter, sorted(HOUR_PRESETS))
-    if flops_per_s is not None and not (isinstance(flops_per_s, (int, float)) and flops_per_s > 0):
-        raise AnatomyKitError(f"flops_per_s={flops_per_s!r} must be a number > 0 (FLOP/s)")
+    check_choice("chapter", chapter, list(HOUR_PRESETS))
+    measured = dict(measured or {})
+    for kind, rate in measured.items():
+        check_choice("measured kind", kind, list(ASSUMED_FLOPS))
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            raise AnatomyKitError(f"measured[{kind!r}]={rate!r} must be a number > 0 (FLOP/s)")
     e = next(e for e in hour_estimates() if e.chapter == chapter)
-    return {"chapter": chapter, "work": e.work, "minutes": e.hours(flops_per_s) * 60, "memory_gb": e.memory_gb,
-            "flops": e.flops, "kind": e.kind}
+    return {"chapter": chapter, "work": e.work, "kind": e.kind, "flops": e.flops, "memory_gb": e.memory_gb,
+            "minutes_assumed": e.hours() * 60, "minutes": e.hours(measured.get(e.kind)) * 60}
 
 
 def hour_markdown_table() -> str:
