@@ -199,3 +199,24 @@ def test_the_report_names_the_scale_that_decides_each_claim(tmp_path):
     assert got["p1.growth_speedup"] == "smoke"                                # reproduced at smoke
     line = next(l for l in (tmp_path / "report.md").read_text().splitlines() if l.startswith("Decidable at"))
     assert "**hour**: `p1.growth_val_loss_ratio`" in line
+
+
+def test_a_chapter_shows_the_table_of_its_own_claims(tmp_path):
+    """The chapter cell: a Run and real Claims (rule-decided) give the same rows as their saved metrics."""
+    import numpy as np
+
+    from anatomy_kit.book.run import Run
+    from anatomy_kit.stats import paired_t_interval
+    from anatomy_kit.verdicts.claims import Claim
+    from anatomy_kit.verdicts.rules import IntervalBelow
+
+    x = np.array([5.0, 3.0, 4.0, 6.0, 2.0])                           # 5 blocks, all above 0
+    ci = paired_t_interval(x)
+    claim = Claim("p1.anti_layers", {"L14": ci}, IntervalBelow(0.0, method="t"))
+    run = Run("ch01_ablation_map", "smoke", "cpu", "embedded", "python-docs", 0, dict(SMOKE), tmp_path)
+    html = BP.power_view(run, [claim]).to_html()
+    row = BP.power_rows(_doc(claim.to_dict()))[0]
+    # the spread recovered from the interval is the blocks' own standard deviation
+    assert row.claim == "p1.anti_layers" and row.needed_n == _needed_by_hand(x.mean(), x.std(ddof=1))
+    assert row.decidable == "yes"
+    assert "p1.anti_layers" in html and "decidable at hour" in html and BP.ASSUMPTIONS in html
