@@ -220,3 +220,27 @@ def test_a_chapter_shows_the_table_of_its_own_claims(tmp_path):
     assert row.claim == "p1.anti_layers" and row.needed_n == _needed_by_hand(x.mean(), x.std(ddof=1))
     assert row.decidable == "yes"
     assert "p1.anti_layers" in html and "decidable at hour" in html and BP.ASSUMPTIONS in html
+
+
+def _card(greedy, last, n_random=4, n=4):
+    sets = [{"method": "greedy", "k": 2, "delta_pct": greedy[0], "low": greedy[1], "high": greedy[2]},
+            {"method": "last_k", "k": 2, "delta_pct": last[0], "low": last[1], "high": last[2]}]
+    return {"text": {"n_eval_blocks": n, "block_size": 64}, "settings": {"confidence": 0.95},
+            "pruning": {"max_k": 2, "sets": sets, "random": {"2": [{}] * n_random}}}
+
+
+def test_the_card_rows_separate_greedy_from_last_k_and_from_random_sets():
+    hour = {"tokens": 64 * 100, "block_size": 64, "n_random": 19}
+    full = {"tokens": 64 * 1000, "block_size": 64, "n_random": 19}
+    card = _card((1.0, 0.5, 1.5), (3.0, 2.0, 4.0))             # linear, symmetric; half-widths 0.5 and 1.0
+    vs_last, vs_random = BP.card_power_rows(card, hour, full)
+    t = sps.t.ppf(0.975, 3)
+    sd = math.hypot(0.5 * 2 / t, 1.0 * 2 / t)                  # h·√n/t of each, added as if unpaired
+    assert vs_last.needed_n == _needed_by_hand(2.0, sd) and vs_last.decidable == "yes"
+    assert "p ≥ 0.2" in vs_random.decides                        # four random sets: 1/5
+    assert vs_random.needed_n == 19 and vs_random.decidable == "yes"
+    assert BP.card_power_rows(card, {**hour, "n_random": 18}, full)[1].decidable == "only at full"
+    assert BP.card_power_rows(card, {**hour, "n_random": 18}, {**full, "n_random": 4})[1].decidable == "no"
+    short = {**hour, "tokens": 64 * (vs_last.needed_n - 1)}
+    assert BP.card_power_rows(card, short, full)[0].decidable == "only at full"
+    assert BP.card_power_rows({**card, "pruning": None}, hour, full) == []

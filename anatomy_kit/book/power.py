@@ -24,7 +24,7 @@ row says what decides them).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..validate import AnatomyKitError, check_choice
 from ..verdicts import power as P
 
 __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_frame", "power_markdown",
-           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view", "scale_counts", "scales_markdown"]
+           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view", "scale_counts", "scales_markdown", "card_power_rows", "card_power_view"]
 
 ASSUMPTIONS = ("Needed: the fewest units at which the claim's rule decides with 80 % power if the truth were the "
                "smoke point estimate, with the smoke run's per-unit spread; in brackets if that spread doubles at "
@@ -69,7 +69,7 @@ FULL_UNITS: dict[str, dict] = {
                               n_key_seeds=5),
     "ch06_width_growth": dict(model=_SMOL, corpus="openwebtext", n_layers=8, d_small=256, d_large=384, n_seeds=3,
                               n_key_seeds=3, llm_blocks=64, block_size=256, llm_block_size=512),
-    "card_report": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256),
+    "card_report": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256, n_random=19),
     "ch07_synthesis": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256),
 }
 _ARCHITECTURE = ("model", "corpus", "preset", "n_layers", "d_model", "d_small", "d_large")
@@ -91,9 +91,6 @@ class PowerRow:
     decidable: str
     needed_n: int | None = None
     hour_n: int | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _number(x: Any) -> float | None:
@@ -153,34 +150,39 @@ _TRANSFORMS = ((lambda x: x, lambda y: y),
                (lambda x: math.log1p(x / 100) if x > -100 else None, lambda y: 100 * math.expm1(y)))
 
 
-def _spread(iv: dict, boundaries: list[float], confidence: float) -> tuple[float, float, int, tuple] | None:
-    """``(distance, per-unit sd, n, forward, inverse)`` on the scale where the interval is most symmetric."""
+def _scale_of(iv: dict) -> tuple[Any, Any]:
+    """``(forward, inverse)`` of the scale on which the interval ``iv`` is most symmetric."""
+    mean, low, high = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high"))
+    best, chosen = None, _TRANSFORMS[0]
+    for fwd, inv in _TRANSFORMS:
+        vals = [fwd(v) if v is not None else 0.0 for v in (mean, low, high)]
+        if None in vals or mean is None:
+            continue
+        m, lo, hi = vals
+        asym = abs((hi - m) - (m - lo)) / (hi - lo) if low is not None and high is not None and hi > lo else 0.0
+        if best is None or asym < best - 1e-9:
+            best, chosen = asym, (fwd, inv)
+    return chosen
+
+
+def _spread(iv: dict, boundaries: list[float], confidence: float,
+            scale: tuple[Any, Any] | None = None) -> tuple[float, float, int, tuple] | None:
+    """``(distance to the nearest boundary, per-unit sd, n, (centre, forward, inverse))`` on the scale where
+    the interval is most symmetric (or on ``scale``); ``None`` without a usable interval."""
     mean, low, high, n = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high")), iv.get("n")
     if mean is None or not isinstance(n, int) or n < 2 or (low is None and high is None):
         return None
-    best = None
-    for fwd, inv in _TRANSFORMS:
-        m = fwd(mean)
-        lo = fwd(low) if low is not None else None
-        hi = fwd(high) if high is not None else None
-        bs = [fwd(b) for b in boundaries]
-        if m is None or (low is not None and lo is None) or (high is not None and hi is None):
-            continue
-        bs = [b for b in bs if b is not None]
-        if not bs:
-            continue
-        asym = abs((hi - m) - (m - lo)) / (hi - lo) if lo is not None and hi is not None and hi > lo else 0.0
-        b = min(bs, key=lambda v: abs(v - m))
-        h = (hi - m) if (b > m and hi is not None) or lo is None else (m - lo)
-        if h <= 0:
-            continue
-        if best is None or asym < best[0] - 1e-9:
-            t = _sps.t.ppf(1 - (1 - confidence) / 2, n - 1)
-            best = (asym, abs(b - m), h * math.sqrt(n) / t, n, fwd, inv, m)
-    if best is None:
+    fwd, inv = scale or _scale_of(iv)
+    m, lo, hi = fwd(mean), fwd(low) if low is not None else None, fwd(high) if high is not None else None
+    bs = [b for b in (fwd(b) for b in boundaries) if b is not None]
+    if m is None or not bs or (low is not None and lo is None) or (high is not None and hi is None):
         return None
-    _, d, sd, n, fwd, inv, m = best
-    return d, sd, n, (m, fwd, inv)
+    b = min(bs, key=lambda v: abs(v - m))
+    h = (hi - m) if (b > m and hi is not None) or lo is None else (m - lo)
+    if h <= 0:
+        return None
+    t = _sps.t.ppf(1 - (1 - confidence) / 2, n - 1)
+    return abs(b - m), h * math.sqrt(n) / t, n, (m, fwd, inv)
 
 
 def _unit_count(chapter: str, sizes: dict, smoke_n: int) -> tuple[str, str, float] | None:
@@ -318,6 +320,70 @@ def power_rows(doc: dict, hour: dict | None = None, full: dict | None = None) ->
     return [_row(chapter, c, smoke, hour, full) for c in claims]
 
 
+def card_power_rows(card: dict, hour: dict | None = None, full: dict | None = None) -> list[PowerRow]:
+    """What a card's pruning panel can separate (the card page): for each k ≥ 2, greedy's ΔPPL against the
+    last k's (the two t intervals over evaluation blocks apart; their spreads added as if unpaired, which
+    overstates the paired spread when blocks agree), and greedy against the random k-sets (a Monte Carlo p
+    of ``n`` random sets is at least ``1/(n + 1)``, so p ≤ 0.05 needs ``n ≥ 19``). ``card``: a card
+    document (``Card.doc``); ``hour``/``full``: the card page's sizes (default its hour preset and
+    :data:`FULL_UNITS`)."""
+    from ..hour import HOUR_PRESETS
+
+    try:
+        text, settings, pruning = card["text"], card["settings"], card["pruning"]
+    except (KeyError, TypeError) as err:
+        raise AnatomyKitError(f"not a card document (missing {err}); pass Card.doc") from None
+    hour = dict(HOUR_PRESETS["card_report"] if hour is None else hour)
+    full = dict(FULL_UNITS["card_report"] if full is None else full)
+    if pruning is None:
+        return []
+    n, length, confidence = text["n_eval_blocks"], text["block_size"], float(settings.get("confidence", 0.95))
+    word = f"blocks of {length} tokens"
+    hour_n = hour["tokens"] // hour["block_size"] * hour["block_size"] / length
+    full_n = full["tokens"] // full["block_size"] * full["block_size"] / length
+    shown = f"{hour['tokens'] // hour['block_size']:,} blocks of {hour['block_size']} tokens"
+    sets = {(e["method"], e["k"]): e for e in pruning["sets"]}
+    alpha = 1 - confidence
+    floor_n = math.ceil(1 / alpha - 1 - 1e-9)
+    rows = []
+    for k in range(2, int(pruning["max_k"]) + 1):
+        g, last = sets.get(("greedy", k)), sets.get(("last_k", k))
+        if g is None or last is None:
+            continue
+        g_iv = {"mean": g["delta_pct"], "low": g["low"], "high": g["high"], "n": n}
+        l_iv = {"mean": last["delta_pct"], "low": last["low"], "high": last["high"], "n": n}
+        scale = _scale_of(g_iv)
+        a, b = _spread(g_iv, [last["delta_pct"]], confidence, scale), _spread(l_iv, [g["delta_pct"]], confidence,
+                                                                                  scale)
+        if a is None or b is None:
+            continue
+        sd = math.hypot(a[1], b[1])
+        need = P.units_needed(a[0], sd, confidence=confidence, max_n=100_000)
+        need2 = P.units_needed(a[0], 2 * sd, confidence=confidence, max_n=100_000)
+        ok = ("yes" if need is not None and hour_n >= need else
+              "only at full" if need is not None and full_n >= need else "no")
+        hw = P.half_width(sd, max(2, int(hour_n)), confidence)
+        rows.append(PowerRow(f"greedy vs last-{k}", "—", f"ΔPPL of greedy's {k}-set vs the last {k} "
+                             "(t intervals over blocks apart)", f"{_units(need, word)} ({_units(need2, word)})",
+                             f"{shown}: the difference's half-width {_fmt(hw)} (on the intervals' own scale)", ok, need, int(hour_n)))
+        n_random = len(pruning["random"].get(str(k), []))
+        rows.append(PowerRow(f"greedy vs random {k}-sets", "—", f"Monte Carlo p ≤ {alpha:g} against random "
+                             f"{k}-sets (this card: {n_random}, p ≥ {1 / (n_random + 1):.2g})",
+                             f"{floor_n} random sets", f"{hour['n_random']} random sets",
+                             "yes" if hour["n_random"] >= floor_n else
+                             "only at full" if full.get("n_random", 0) >= floor_n else "no", floor_n,
+                             hour["n_random"]))
+    return rows
+
+
+def card_power_view(card: dict):
+    """:func:`card_power_rows` as a table for the card page."""
+    import pandas as pd
+
+    rows = [{v: getattr(r, k) for k, v in _COLUMNS.items()} for r in card_power_rows(card)]
+    return pd.DataFrame(rows, columns=list(_COLUMNS.values())).style.hide(axis="index")
+
+
 def decidable_at(row: PowerRow) -> str:
     """``smoke`` (already decided), ``hour``, ``full``, ``beyond full`` or ``not modelled``."""
     if row.verdict in DECIDED:
@@ -344,12 +410,15 @@ def power_view(run, claims: list):
     return power_frame(doc).style.hide(axis="index").set_caption(ASSUMPTIONS)
 
 
+def _markdown(rows: list[PowerRow]) -> str:
+    head = "| " + " | ".join(_COLUMNS.values()) + " |\n|" + "---|" * len(_COLUMNS) + "\n"
+    return head + "".join("| " + " | ".join(str(getattr(r, k)).replace("|", "/") for k in _COLUMNS) + " |\n"
+                          for r in rows)
+
+
 def power_markdown(doc: dict) -> str:
     """The chapter's table in Markdown (the running page)."""
-    head = "| " + " | ".join(_COLUMNS.values()) + " |\n|" + "---|" * len(_COLUMNS) + "\n"
-    body = "".join("| " + " | ".join(str(getattr(r, k)).replace("|", "/") for k in _COLUMNS) + " |\n"
-                   for r in power_rows(doc))
-    return head + body
+    return _markdown(power_rows(doc))
 
 
 def _build_docs(build_dir: str | Path) -> dict[str, dict | None]:
@@ -376,8 +445,21 @@ def running_power_markdown(build_dir: str | Path) -> str:
     for chapter, doc in _build_docs(build_dir).items():
         parts.append(f"**`{chapter}`**: no smoke metrics in this build.\n" if doc is None else
                      f"**`{chapter}`** (smoke run of this build)\n\n{power_markdown(doc)}")
+    parts.append(_card_markdown(build_dir))
     total = " · ".join(f"{k}: {v}" for k, v in scale_counts(build_dir).items())
     return f"{ASSUMPTIONS}\n\nClaims by the smallest scale that decides them: {total}.\n\n" + "\n".join(parts)
+
+
+def _card_markdown(build_dir: str | Path) -> str:
+    """The card page's pruning table from the build's smoke card (``<build_dir>/card``, the embedded model)."""
+    from ..card.document import cached_cards
+
+    folder = Path(build_dir) / "card"
+    cards = cached_cards(folder, model="embedded") if folder.is_dir() else []
+    if not cards:
+        return "**`card_report`** (pruning): no smoke card in this build.\n"
+    return ("**`card_report`** (pruning: what the card can separate; smoke card of this build)\n\n"
+            + _markdown(card_power_rows(cards[0].doc)))
 
 
 def scales_markdown(build_dir: str | Path) -> str:
