@@ -239,3 +239,31 @@ def test_the_running_page_includes_the_hour_scale_tables(tmp_path):
         assert f"```{{include}} _generated/{name}.md\n```" in text
     write_generated(tmp_path)
     assert (tmp_path / "_generated" / "hour_table.md").read_text().strip() == E.hour_markdown_table()
+
+
+def test_chapter_six_hour_trains_the_key_arms_on_the_key_seeds(monkeypatch):
+    """One more key seed adds the four key arms and one small model; one more seed, the other seven arms and
+    one cold start (counted with forward_flops on each width's shape)."""
+    import dataclasses
+
+    from anatomy_kit import hour
+    from anatomy_kit.growth import recipe as R
+
+    s = hour.HOUR_PRESETS["ch06_width_growth"]
+    r = dataclasses.replace(R.paper_d256_d384(), **{k: s[k] for k in (
+        "n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
+        "steps_small", "steps_grown")})
+
+    def train(d, steps):
+        m = E.ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
+                         norm="layer", norm_readers=(3, 1))
+        return 3 * E.forward_flops(m, steps * r.tokens_per_step, r.block_size)
+
+    base = E.hour_estimate("ch06_width_growth")["flops"]
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch06_width_growth", {**s, "n_key_seeds": s["n_key_seeds"] + 1})
+    key = E.hour_estimate("ch06_width_growth")["flops"] - base
+    assert key == pytest.approx(4 * train(r.d_large, r.steps_grown) + train(r.d_small, r.steps_small), rel=1e-9)
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch06_width_growth", {**s, "n_seeds": s["n_seeds"] + 1})
+    other = E.hour_estimate("ch06_width_growth")["flops"] - base
+    assert other == pytest.approx(7 * train(r.d_large, r.steps_grown)
+                                  + train(r.d_large, r.steps_small + r.steps_grown), rel=1e-9)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import math
@@ -14,6 +13,7 @@ from scipy import stats as sps
 from anatomy_kit.book import power as BP
 from anatomy_kit.hour import HOUR_PRESETS
 from anatomy_kit.validate import AnatomyKitError
+from chapter_defaults import full_defaults
 from conftest import ROOT
 
 SMOKE = {"n_eval": 5, "block_size": 128}
@@ -151,30 +151,10 @@ def test_the_running_page_collects_every_chapter(tmp_path):
     assert "hour: 1" in text
 
 
-def _full_block(chapter: str) -> str:
-    text = (ROOT / "notebooks" / f"{chapter}.md").read_text()
-    start = text.index('"full": dict(')
-    depth, i = 0, start + len('"full": ')
-    for j in range(text.index("(", i), len(text)):
-        depth += {"(": 1, ")": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j + 1]
-    raise AssertionError(chapter)
-
-
 def test_the_full_units_are_the_chapters_full_defaults():
-    from anatomy_kit.growth import recipe
-    from anatomy_kit.lm import PRESETS
-
-    names = {"PRESETS": PRESETS, "FULL": recipe.paper_d256_d384(), "PAPER_MODELS": ["meta-llama/Llama-3.2-1B"],
-             "RULES": [], "ALL": [], "FULL_MS": recipe.paper_multistage(), "list": list, "dict": dict}
     for chapter, units in BP.FULL_UNITS.items():
-        block = _full_block(chapter)
-        call = ast.parse(block, mode="eval").body
-        values = {kw.arg: kw.value for kw in call.keywords}
-        for key, value in units.items():
-            assert key in values, (chapter, key)
-            assert eval(compile(ast.Expression(values[key]), key, "eval"), names) == value, (chapter, key)
+        full = full_defaults(chapter)
+        assert {k: full[k] for k in units} == units, chapter
 
 
 def test_every_chapter_has_a_unit_rule_and_the_hour_preset_names_its_sizes():

@@ -338,14 +338,16 @@ def _ch06(s: dict | None) -> Estimate:
     from ..growth import recipe as R
 
     r, ms = R.paper_d256_d384(), R.paper_multistage()
-    seeds, arms, widths, chain_steps = 3, len(R.CONDITIONS) - 1, ms.ms_widths, ms.ms_total_steps
+    seeds, key_seeds, widths, chain_steps = 3, 3, ms.ms_widths, ms.ms_total_steps
     if s is not None:                                                     # the hour preset's sizes
         keep = ("n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
                 "steps_small", "steps_grown")
         r = dataclasses.replace(r, **{k: s[k] for k in keep})
-        seeds, arms = s["n_seeds"], len([c for c in s["conditions"] if c != "cold"])
+        seeds, key_seeds = s["n_seeds"], max(s["n_seeds"], s["n_key_seeds"])
         widths, chain_steps = tuple(s["ms_widths"]), s["ms_total_steps"]
     tps, T = r.tokens_per_step, r.block_size
+    arms = [c for c in R.CONDITIONS if c != "cold"]                      # every grown arm
+    key = [c for c in arms if c in r.key_conditions]
 
     def shape(d: int) -> ModelShape:
         return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
@@ -354,11 +356,13 @@ def _ch06(s: dict | None) -> Estimate:
     def train(d: int, steps: int) -> float:
         return 3 * forward_flops(shape(d), steps * tps, T)
 
-    per_seed = (train(r.d_small, r.steps_small) + arms * train(r.d_large, r.steps_grown)
-                + train(r.d_large, r.steps_small + r.steps_grown))        # the cold start, equal tokens
+    grown = (len(key) * key_seeds + (len(arms) - len(key)) * seeds) * train(r.d_large, r.steps_grown)
+    small = key_seeds * train(r.d_small, r.steps_small)                   # one small model per seed
+    cold = seeds * train(r.d_large, r.steps_small + r.steps_grown)        # the cold start, equal tokens
     chain = train(max(widths), chain_steps)                               # upper bound: all at the last width
-    return Estimate("ch06_width_growth", f"{seeds} seeds × ({arms} grown arms + cold start), d{r.d_small} → "
-                    f"d{r.d_large}; one {len(widths)}-stage chain", seeds * per_seed + chain, "train-bf16",
+    return Estimate("ch06_width_growth", f"{len(arms)} grown arms ({len(key)} key arms × {key_seeds} seeds, the "
+                    f"others × {seeds}) + cold start, d{r.d_small} → d{r.d_large}; one {len(widths)}-stage chain",
+                    grown + small + cold + chain, "train-bf16",
                     training_memory(shape(max(widths)), T, r.batch_size) / 1e9)
 
 
