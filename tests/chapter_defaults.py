@@ -1,4 +1,4 @@
-"""A chapter's ``full`` defaults read from its source (the dict literal inside its resolve cell), for tests
+"""A chapter's ``full`` or ``hour`` defaults read from its source (the dict literal inside its resolve cell), for tests
 that compare them with the kit's tables (the hour presets, the power table's full units)."""
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ def _block(text: str, start: str) -> str:
 
 def full_defaults(chapter: str) -> dict:
     """``defaults["full"]`` of ``chapter``, its names (presets, recipes, model lists) evaluated as the chapter does."""
+    return scale_defaults(chapter, "full")
+
+
+def scale_defaults(chapter: str, scale: str) -> dict:
+    """``defaults[scale]`` of ``chapter`` (``"full"`` or ``"hour"``), evaluated as the chapter does."""
     from anatomy_kit.growth import recipe
+    from anatomy_kit.hour import hour_preset
     from anatomy_kit.lm import PRESETS
     from anatomy_kit.lm.estimates import width_solver_rules
     from anatomy_kit.manifest import reference
@@ -35,7 +41,7 @@ def full_defaults(chapter: str) -> dict:
     names = {"PRESETS": PRESETS, "RULES": width_solver_rules(), "ALL": list(recipe.CONDITIONS),
              "FULL": recipe.paper_d256_d384(multi["tokens_per_param"], gate),
              "FULL_MS": recipe.paper_multistage(multi["tokens_per_param"], gate_tokens=gate), "list": list,
-             "dict": dict, "range": range}
+             "dict": dict, "range": range, "hour_preset": hour_preset}
     if "PAPER_MODELS = " in text:
         names["PAPER_MODELS"] = ast.literal_eval(_block(text, "PAPER_MODELS = "))
-    return eval(compile(_block(text, '"full": '), chapter, "eval"), names)
+    return eval(compile(_block(text, f'"{scale}": '), chapter, "eval"), names)
