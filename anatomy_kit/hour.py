@@ -6,7 +6,7 @@ JupyterHub can run ``scale="hour"``: the papers' models and corpora where a clai
 (the base ``HuggingFaceTB/SmolLM2-135M``, FineWeb-Edu, OpenWebText, chapter 4's seven models), and
 as many blocks, seeds and steps as the hour affords. The sizes below were chosen with the power
 analysis of :mod:`anatomy_kit.book.power` (what each claim needs) and checked against the time and
-memory model of :mod:`anatomy_kit.lm.estimates` (:func:`~anatomy_kit.lm.estimates.hour_estimates`;
+memory model of :mod:`anatomy_kit.lm.estimates` (:func:`anatomy_kit.lm.chapter_costs.hour_estimates`;
 ``tests/test_estimates.py`` holds every chapter to ≤ 60 minutes and < 80 GB). Every chapter's
 ``defaults["hour"]`` is ``HOUR_PRESETS[chapter]``; the estimates read the same dicts, so the page on
 running and the chapters cannot disagree.

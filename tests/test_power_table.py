@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from anatomy_kit.book import power as BP
+from anatomy_kit.book.card_power import card_power_rows
 from anatomy_kit.hour import HOUR_PRESETS
 from anatomy_kit.validate import AnatomyKitError
 from chapter_defaults import full_defaults
@@ -145,7 +146,9 @@ def test_bad_documents_are_named():
 def test_the_running_page_collects_every_chapter(tmp_path):
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "ch01_ablation_map.json").write_text(json.dumps(_doc(_claim(_interval(1.0, 0.2, 1.8)))))
-    text = BP.running_power_markdown(tmp_path)
+    from anatomy_kit.book.scales import running_power_markdown
+
+    text = running_power_markdown(tmp_path)
     assert "**`ch01_ablation_map`** (smoke run of this build)" in text and "| p1.x |" in text
     assert "**`ch02_anatomy_weights`**: no smoke metrics in this build." in text
     assert "hour: 1" in text
@@ -213,14 +216,14 @@ def test_the_card_rows_separate_greedy_from_last_k_and_from_random_sets():
     hour = {"tokens": 64 * 100, "block_size": 64, "n_random": 19}
     full = {"tokens": 64 * 1000, "block_size": 64, "n_random": 19}
     card = _card((1.0, 0.5, 1.5), (3.0, 2.0, 4.0))             # linear, symmetric; half-widths 0.5 and 1.0
-    vs_last, vs_random = BP.card_power_rows(card, hour, full)
+    vs_last, vs_random = card_power_rows(card, hour, full)
     t = sps.t.ppf(0.975, 3)
     sd = math.hypot(0.5 * 2 / t, 1.0 * 2 / t)                  # h·√n/t of each, added as if unpaired
     assert vs_last.needed_n == _needed_by_hand(2.0, sd) and vs_last.decidable == "yes"
     assert "p ≥ 0.2" in vs_random.decides                        # four random sets: 1/5
     assert vs_random.needed_n == 19 and vs_random.decidable == "yes"
-    assert BP.card_power_rows(card, {**hour, "n_random": 18}, full)[1].decidable == "only at full"
-    assert BP.card_power_rows(card, {**hour, "n_random": 18}, {**full, "n_random": 4})[1].decidable == "no"
+    assert card_power_rows(card, {**hour, "n_random": 18}, full)[1].decidable == "only at full"
+    assert card_power_rows(card, {**hour, "n_random": 18}, {**full, "n_random": 4})[1].decidable == "no"
     short = {**hour, "tokens": 64 * (vs_last.needed_n - 1)}
-    assert BP.card_power_rows(card, short, full)[0].decidable == "only at full"
-    assert BP.card_power_rows({**card, "pruning": None}, hour, full) == []
+    assert card_power_rows(card, short, full)[0].decidable == "only at full"
+    assert card_power_rows({**card, "pruning": None}, hour, full) == []

@@ -6,10 +6,10 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``verdict_words.md`` — each verdict's badge and meaning (the intro's "How to read a verdict"),
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
   :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
-- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.lm.estimates`),
+- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.lm.chapter_costs`),
 - ``hour_table.md``, ``scales_table.md``, ``power_tables.md`` — the running page's hour presets
   (estimated), the three scales, and every chapter's power table from the build's smoke metrics
-  (``build/metrics`` beside ``book/``; :mod:`.power`),
+  (``build/metrics`` beside ``book/``; :mod:`.scales`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
 
@@ -98,8 +98,8 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def write_generated(book_dir: Path) -> list[Path]:
     """Write every generated part into ``book_dir/_generated`` and return their paths (the book build)."""
-    from ..lm.estimates import hour_markdown_table, markdown_table
-    from .power import running_power_markdown, scales_markdown
+    from ..lm.chapter_costs import hour_markdown_table, markdown_table
+    from .scales import running_power_markdown, scales_markdown
 
     out = Path(book_dir) / GENERATED
     out.mkdir(parents=True, exist_ok=True)

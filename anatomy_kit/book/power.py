@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from scipy import stats as _sps
 
-from ..jsonio import read_json
 from ..validate import AnatomyKitError, check_choice
 from ..verdicts import power as P
 
 __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_frame", "power_markdown",
-           "decidable_at", "running_power_markdown", "ASSUMPTIONS", "power_view", "scale_counts", "scales_markdown", "card_power_rows", "card_power_view"]
+           "decidable_at", "ASSUMPTIONS", "power_view", "markdown_table", "COLUMNS", "spread", "scale_of",
+           "units_text", "fmt"]
 
 ASSUMPTIONS = ("Needed: the fewest units at which the claim's rule decides with 80 % power if the truth were the "
                "smoke point estimate, with the smoke run's per-unit spread; in brackets if that spread doubles at "
@@ -150,7 +149,7 @@ _TRANSFORMS = ((lambda x: x, lambda y: y),
                (lambda x: math.log1p(x / 100) if x > -100 else None, lambda y: 100 * math.expm1(y)))
 
 
-def _scale_of(iv: dict) -> tuple[Any, Any]:
+def scale_of(iv: dict) -> tuple[Any, Any]:
     """``(forward, inverse)`` of the scale on which the interval ``iv`` is most symmetric."""
     mean, low, high = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high"))
     best, chosen = None, _TRANSFORMS[0]
@@ -165,14 +164,14 @@ def _scale_of(iv: dict) -> tuple[Any, Any]:
     return chosen
 
 
-def _spread(iv: dict, boundaries: list[float], confidence: float,
+def spread(iv: dict, boundaries: list[float], confidence: float,
             scale: tuple[Any, Any] | None = None) -> tuple[float, float, int, tuple] | None:
     """``(distance to the nearest boundary, per-unit sd, n, (centre, forward, inverse))`` on the scale where
     the interval is most symmetric (or on ``scale``); ``None`` without a usable interval."""
     mean, low, high, n = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high")), iv.get("n")
     if mean is None or not isinstance(n, int) or n < 2 or (low is None and high is None):
         return None
-    fwd, inv = scale or _scale_of(iv)
+    fwd, inv = scale or scale_of(iv)
     m, lo, hi = fwd(mean), fwd(low) if low is not None else None, fwd(high) if high is not None else None
     bs = [b for b in (fwd(b) for b in boundaries) if b is not None]
     if m is None or not bs or (low is not None and lo is None) or (high is not None and hi is None):
@@ -227,12 +226,25 @@ def _short(text: str, width: int = 140) -> str:
     return text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + " …"
 
 
-def _units(n: int | None, word: str) -> str:
+def units_text(n: int | None, word: str) -> str:
     return f"{n:,} {word}" if n is not None else "beyond 100,000"
 
 
-def _fmt(x: float) -> str:
+def fmt(x: float) -> str:
     return f"{x:,.3g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def _all_of(chapter: str, claim: dict, spec: dict, data: Any, smoke: dict, hour: dict, full: dict) -> PowerRow:
+    """A claim whose rule combines parts: the row of its hardest modelled part."""
+    cid, parts = claim["id"], [(name, s) for name, s in spec["params"]["parts"]]
+    rows = [_row(chapter, {**claim, "rule_spec": s, "ours_data": (data or {}).get(name), "id": f"{cid}: {name}"},
+                 smoke, hour, full) for name, s in parts]
+    modelled = [r for r in rows if r.decidable != "not modelled"]
+    if not modelled:
+        return PowerRow(cid, claim["verdict"], "all of: " + ", ".join(n for n, _ in parts), "—", "—", "not modelled")
+    worst = max(modelled, key=lambda r: (r.needed_n is None, r.needed_n or 0))
+    return PowerRow(cid, claim["verdict"], f"all of its parts; hardest: {worst.claim.split(': ', 1)[-1]} — "
+                    f"{worst.decides}", worst.needed, worst.hour_gives, worst.decidable, worst.needed_n, worst.hour_n)
 
 
 def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> PowerRow:
@@ -244,15 +256,7 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
         precondition = f"needs {spec['params'].get('what', 'a precondition')} ≥ {spec['params'].get('minimum')}; "
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
     if spec["rule"] == "AllOf":
-        parts = [(name, s) for name, s in spec["params"]["parts"]]
-        rows = [_row(chapter, {**claim, "rule_spec": s, "ours_data": (data or {}).get(name), "id": f"{cid}: {name}"},
-                     smoke, hour, full) for name, s in parts]
-        modelled = [r for r in rows if r.decidable != "not modelled"]
-        if not modelled:
-            return PowerRow(cid, verdict, "all of: " + ", ".join(n for n, _ in parts), "—", "—", "not modelled")
-        worst = max(modelled, key=lambda r: (r.needed_n is None, r.needed_n or 0))
-        return PowerRow(cid, verdict, f"all of its parts; hardest: {worst.claim.split(': ', 1)[-1]} — {worst.decides}",
-                        worst.needed, worst.hour_gives, worst.decidable, worst.needed_n, worst.hour_n)
+        return _all_of(chapter, claim, spec, data, smoke, hour, full)
     if spec["rule"] == "NotComparable" or verdict == "not comparable":
         why = spec["params"].get("why") or claim.get("reason") or ""
         return PowerRow(cid, verdict, _short(f"{precondition}precondition: {why}"), "the full scale's setting",
@@ -265,7 +269,7 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     confidence = float(spec["params"].get("confidence") or 0.95)
     worst = None
     for name, iv in _intervals(data):
-        got = _spread(iv, boundaries, confidence)
+        got = spread(iv, boundaries, confidence)
         if got is None:
             continue
         d, sd, n, scale = got
@@ -288,13 +292,13 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     if word == "blocks":
         word = f"blocks of {smoke[_length(size)]} tokens"
     full_n = _count_at(size, word, full, smoke) if size in full else None
-    needed = f"{_units(need, word)} ({_units(need2, word)})"
+    needed = f"{units_text(need, word)} ({units_text(need2, word)})"
     if hour_n is None or hour_n < 2:
         return PowerRow(cid, verdict, label, needed, "—", "no", need)
     hn = int(hour_n)
     hw = P.half_width(sd, hn, confidence)
     lo, hi = inv(m - hw), inv(m + hw)
-    gives = f"{shown}: [{_fmt(lo)}, {_fmt(hi)}] around the smoke estimate"
+    gives = f"{shown}: [{fmt(lo)}, {fmt(hi)}] around the smoke estimate"
     if need is not None and hn >= need:
         ok = "yes"
     elif need is not None and full_n is not None and full_n >= need:
@@ -320,70 +324,6 @@ def power_rows(doc: dict, hour: dict | None = None, full: dict | None = None) ->
     return [_row(chapter, c, smoke, hour, full) for c in claims]
 
 
-def card_power_rows(card: dict, hour: dict | None = None, full: dict | None = None) -> list[PowerRow]:
-    """What a card's pruning panel can separate (the card page): for each k ≥ 2, greedy's ΔPPL against the
-    last k's (the two t intervals over evaluation blocks apart; their spreads added as if unpaired, which
-    overstates the paired spread when blocks agree), and greedy against the random k-sets (a Monte Carlo p
-    of ``n`` random sets is at least ``1/(n + 1)``, so p ≤ 0.05 needs ``n ≥ 19``). ``card``: a card
-    document (``Card.doc``); ``hour``/``full``: the card page's sizes (default its hour preset and
-    :data:`FULL_UNITS`)."""
-    from ..hour import HOUR_PRESETS
-
-    try:
-        text, settings, pruning = card["text"], card["settings"], card["pruning"]
-    except (KeyError, TypeError) as err:
-        raise AnatomyKitError(f"not a card document (missing {err}); pass Card.doc") from None
-    hour = dict(HOUR_PRESETS["card_report"] if hour is None else hour)
-    full = dict(FULL_UNITS["card_report"] if full is None else full)
-    if pruning is None:
-        return []
-    n, length, confidence = text["n_eval_blocks"], text["block_size"], float(settings.get("confidence", 0.95))
-    word = f"blocks of {length} tokens"
-    hour_n = hour["tokens"] // hour["block_size"] * hour["block_size"] / length
-    full_n = full["tokens"] // full["block_size"] * full["block_size"] / length
-    shown = f"{hour['tokens'] // hour['block_size']:,} blocks of {hour['block_size']} tokens"
-    sets = {(e["method"], e["k"]): e for e in pruning["sets"]}
-    alpha = 1 - confidence
-    floor_n = math.ceil(1 / alpha - 1 - 1e-9)
-    rows = []
-    for k in range(2, int(pruning["max_k"]) + 1):
-        g, last = sets.get(("greedy", k)), sets.get(("last_k", k))
-        if g is None or last is None:
-            continue
-        g_iv = {"mean": g["delta_pct"], "low": g["low"], "high": g["high"], "n": n}
-        l_iv = {"mean": last["delta_pct"], "low": last["low"], "high": last["high"], "n": n}
-        scale = _scale_of(g_iv)
-        a, b = _spread(g_iv, [last["delta_pct"]], confidence, scale), _spread(l_iv, [g["delta_pct"]], confidence,
-                                                                                  scale)
-        if a is None or b is None:
-            continue
-        sd = math.hypot(a[1], b[1])
-        need = P.units_needed(a[0], sd, confidence=confidence, max_n=100_000)
-        need2 = P.units_needed(a[0], 2 * sd, confidence=confidence, max_n=100_000)
-        ok = ("yes" if need is not None and hour_n >= need else
-              "only at full" if need is not None and full_n >= need else "no")
-        hw = P.half_width(sd, max(2, int(hour_n)), confidence)
-        rows.append(PowerRow(f"greedy vs last-{k}", "—", f"ΔPPL of greedy's {k}-set vs the last {k} "
-                             "(t intervals over blocks apart)", f"{_units(need, word)} ({_units(need2, word)})",
-                             f"{shown}: the difference's half-width {_fmt(hw)} (on the intervals' own scale)", ok, need, int(hour_n)))
-        n_random = len(pruning["random"].get(str(k), []))
-        rows.append(PowerRow(f"greedy vs random {k}-sets", "—", f"Monte Carlo p ≤ {alpha:g} against random "
-                             f"{k}-sets (this card: {n_random}, p ≥ {1 / (n_random + 1):.2g})",
-                             f"{floor_n} random sets", f"{hour['n_random']} random sets",
-                             "yes" if hour["n_random"] >= floor_n else
-                             "only at full" if full.get("n_random", 0) >= floor_n else "no", floor_n,
-                             hour["n_random"]))
-    return rows
-
-
-def card_power_view(card: dict):
-    """:func:`card_power_rows` as a table for the card page."""
-    import pandas as pd
-
-    rows = [{v: getattr(r, k) for k, v in _COLUMNS.items()} for r in card_power_rows(card)]
-    return pd.DataFrame(rows, columns=list(_COLUMNS.values())).style.hide(axis="index")
-
-
 def decidable_at(row: PowerRow) -> str:
     """``smoke`` (already decided), ``hour``, ``full``, ``beyond full`` or ``not modelled``."""
     if row.verdict in DECIDED:
@@ -391,16 +331,16 @@ def decidable_at(row: PowerRow) -> str:
     return {"yes": "hour", "only at full": "full", "no": "beyond full"}.get(row.decidable, "not modelled")
 
 
-_COLUMNS = {"claim": "claim", "decides": "what decides it", "needed": "needed (if the spread doubles)",
+COLUMNS = {"claim": "claim", "decides": "what decides it", "needed": "needed (if the spread doubles)",
             "hour_gives": "hour gives", "decidable": "decidable at hour"}
 
 
 def power_frame(doc: dict):
-    """The chapter's table as a pandas DataFrame (the columns of :data:`_COLUMNS`)."""
+    """The chapter's table as a pandas DataFrame (the columns of :data:`COLUMNS`)."""
     import pandas as pd
 
-    rows = [{v: getattr(r, k) for k, v in _COLUMNS.items()} for r in power_rows(doc)]
-    return pd.DataFrame(rows, columns=list(_COLUMNS.values()))
+    rows = [{v: getattr(r, k) for k, v in COLUMNS.items()} for r in power_rows(doc)]
+    return pd.DataFrame(rows, columns=list(COLUMNS.values()))
 
 
 def power_view(run, claims: list):
@@ -410,85 +350,13 @@ def power_view(run, claims: list):
     return power_frame(doc).style.hide(axis="index").set_caption(ASSUMPTIONS)
 
 
-def _markdown(rows: list[PowerRow]) -> str:
-    head = "| " + " | ".join(_COLUMNS.values()) + " |\n|" + "---|" * len(_COLUMNS) + "\n"
-    return head + "".join("| " + " | ".join(str(getattr(r, k)).replace("|", "/") for k in _COLUMNS) + " |\n"
+def markdown_table(rows: list[PowerRow]) -> str:
+    """Power rows as a Markdown table (the running page)."""
+    head = "| " + " | ".join(COLUMNS.values()) + " |\n|" + "---|" * len(COLUMNS) + "\n"
+    return head + "".join("| " + " | ".join(str(getattr(r, k)).replace("|", "/") for k in COLUMNS) + " |\n"
                           for r in rows)
 
 
 def power_markdown(doc: dict) -> str:
     """The chapter's table in Markdown (the running page)."""
-    return _markdown(power_rows(doc))
-
-
-def _build_docs(build_dir: str | Path) -> dict[str, dict | None]:
-    """``{chapter: its metrics document or None}`` of ``<build_dir>/metrics``, in book order."""
-    from ..hour import HOUR_PRESETS
-
-    metrics = Path(build_dir) / "metrics"
-    return {c: (read_json(metrics / f"{c}.json", what=f"{c} metrics") if (metrics / f"{c}.json").exists() else None)
-            for c in HOUR_PRESETS}
-
-
-def scale_counts(build_dir: str | Path) -> dict[str, int]:
-    """How many claims of the build's metrics each scale is the smallest to decide (:func:`decidable_at`)."""
-    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "not modelled": 0}
-    for doc in _build_docs(build_dir).values():
-        for r in power_rows(doc) if doc else []:
-            counts[decidable_at(r)] += 1
-    return counts
-
-
-def running_power_markdown(build_dir: str | Path) -> str:
-    """Every chapter's table from ``<build_dir>/metrics`` (the running page), with the counts per scale."""
-    parts = []
-    for chapter, doc in _build_docs(build_dir).items():
-        parts.append(f"**`{chapter}`**: no smoke metrics in this build.\n" if doc is None else
-                     f"**`{chapter}`** (smoke run of this build)\n\n{power_markdown(doc)}")
-    parts.append(_card_markdown(build_dir))
-    total = " · ".join(f"{k}: {v}" for k, v in scale_counts(build_dir).items())
-    return f"{ASSUMPTIONS}\n\nClaims by the smallest scale that decides them: {total}.\n\n" + "\n".join(parts)
-
-
-def _card_markdown(build_dir: str | Path) -> str:
-    """The card page's pruning table from the build's smoke card (``<build_dir>/card``, the embedded model)."""
-    from ..card.document import cached_cards
-
-    folder = Path(build_dir) / "card"
-    cards = cached_cards(folder, model="embedded") if folder.is_dir() else []
-    if not cards:
-        return "**`card_report`** (pruning): no smoke card in this build.\n"
-    return ("**`card_report`** (pruning: what the card can separate; smoke card of this build)\n\n"
-            + _markdown(card_power_rows(cards[0].doc)))
-
-
-def scales_markdown(build_dir: str | Path) -> str:
-    """The running page's table of the three scales: time, hardware, data, claims each can decide
-    (cumulative: what smoke decides, hour decides too), all computed."""
-    from ..hour import HOUR_MINUTES, HOUR_PRESETS
-    from ..lm.estimates import chapter_estimates, duration, hour_estimates
-    from .chapters import chapter_manifest
-
-    smoke_s = sum(c["budget_s"] for c in chapter_manifest())
-    hour = hour_estimates()
-    full = chapter_estimates()
-    counts = scale_counts(build_dir)
-    total = sum(counts.values())
-    by = {"smoke": counts["smoke"], "hour": counts["smoke"] + counts["hour"]}
-    by["full"] = by["hour"] + counts["full"]
-    models = sorted({m for p in HOUR_PRESETS.values() for m in p.get("models", [p["model"]])})
-    corpora = sorted({p["corpus"] for p in HOUR_PRESETS.values()})
-    rows = [("smoke", f"{smoke_s / 60:.0f} min (the chapters' budgets)", "2 CPU cores",
-             "the embedded SmolLM2-135M-Instruct (4-bit, from the package index) and the Python docs"),
-            ("hour", f"≤ {HOUR_MINUTES:.0f} min a chapter, {sum(e.hours() for e in hour) * 60:.0f} min in all "
-                     "(estimate)", "one H100/H200-class GPU, < 80 GB",
-             f"{len(models)} hub models ({', '.join(m.split('/')[-1] for m in models)}); {', '.join(corpora)}"),
-            ("full", f"{duration(sum(e.hours() for e in full))} in all (estimate; chapter 5 alone "
-                     f"{duration(max(e.hours() for e in full))})", "GPUs for days to weeks",
-             "the papers' models and corpora (the hub reachable or its cache filled)")]
-    lines = ["| scale | time | hardware | data needed | claims it can decide (of the build's "
-             f"{total}) |", "|---|---|---|---|---|"]
-    lines += [f"| `{name}` | {t} | {hw} | {data} | {by[name]} |" for name, t, hw, data in rows]
-    note = (f"{counts['beyond full']} need more than full scale gives, and {counts['not modelled']} are decided by "
-            "sets, ranks or null models that the power analysis does not model.")
-    return "\n".join(lines) + "\n\n" + note + "\n"
+    return markdown_table(power_rows(doc))

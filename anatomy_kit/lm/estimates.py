@@ -1,6 +1,6 @@
-"""Time and memory of each chapter at full scale, *estimated* from FLOP counts (the book's page on running).
+"""The one FLOP and memory model: time and memory of a computation, *estimated* from FLOP counts.
 
-For every chapter the dominant computations of its ``full`` defaults are counted in FLOPs
+Computations are counted in FLOPs
 (forward ``2·N + 4·L·T·d`` per token, training three times that, with ``N`` the weights' parameters
 and the LM head included; :func:`anatomy_kit.lm.model.training_flops` for the kit's decoder) and
 divided by an *assumed* throughput of one reference GPU (an H100 SXM; an H200 computes as fast):
@@ -19,22 +19,19 @@ estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares 
 ``torch.cuda.max_memory_allocated``); replace the assumed throughput by a measured one
 (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
 turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
-
-    python -m anatomy_kit.lm.estimates            # the table on the running page
+:mod:`anatomy_kit.lm.chapter_costs` counts each chapter's dominant work with it, at full scale and
+at the hour presets (the page on running).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass
 
 from ..validate import AnatomyKitError, check_choice, check_int
 
 __all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_FLOPS", "Estimate", "forward_flops", "training_memory",
-           "activation_bytes", "MemoryPlan", "choose_micro_batch", "chapter_estimates", "markdown_table", "duration",
-           "width_solver_rules", "width_solver_runs", "FULL_SIZES", "pass_flops", "hour_estimates", "hour_estimate",
-           "hour_markdown_table"]
+           "activation_bytes", "MemoryPlan", "choose_micro_batch", "duration", "width_solver_rules",
+           "width_solver_runs", "pass_flops", "preset_config", "preset_shape", "lm_shape"]
 
 H100_BF16, H100_FP32 = 989e12, 67e12      # dense peaks, NVIDIA H100 SXM data sheet
 #: assumed sustained FLOP/s of the reference GPU, by kind of work
@@ -184,7 +181,7 @@ def choose_micro_batch(m: ModelShape, seq_len: int, rows: int, free_bytes: float
                           "memory, or fsdp=True over several GPUs")
 
 
-def _preset_config(name: str):
+def preset_config(name: str):
     """The uniform-width decoder of preset ``name`` (every rule has its parameter count)."""
     from ..lm import PRESETS, LMConfig
 
@@ -193,10 +190,10 @@ def _preset_config(name: str):
                     ffn_widths=[P["mean_width"]] * P["n_layers"], max_seq_len=P["block_size"])
 
 
-def _preset_shape(name: str) -> ModelShape:
+def preset_shape(name: str) -> ModelShape:
     from ..lm import PRESETS, param_count
 
-    cfg = _preset_config(name)
+    cfg = preset_config(name)
     return ModelShape(float(param_count(cfg)), cfg.n_layers, cfg.d_model, cfg.vocab_size, PRESETS[name]["mean_width"])
 
 
@@ -211,7 +208,7 @@ def lm_shape(config) -> ModelShape:
 
 @dataclass
 class Estimate:
-    """One chapter's dominant work at full scale: FLOPs, assumed throughput, hours, peak GPU memory."""
+    """One chapter's dominant work at a scale: FLOPs, assumed throughput, hours, peak GPU memory."""
 
     chapter: str
     work: str
@@ -230,70 +227,6 @@ def duration(hours: float) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.0f} days"
 
 
-#: The full-scale sizes the estimates count (each chapter's ``defaults["full"]``, the dominant sizes only).
-FULL_SIZES: dict[str, dict] = {
-    "ch01_ablation_map": dict(n_eval=64, block_size=256, strategies=4),
-    "ch02_anatomy_weights": dict(block_size=256, recovery_layers=30, recovery_lrs=3, n_trained_draws=3,
-                                 recovery_steps=300, train_batch=8, recovery_eval=16),
-    "ch03_growth_training": dict(n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,
-                                 block_size=256, batch_size=32, steps=656, n_seeds=5),
-    "ch04_geometric_work": dict(models=[k for k in HUB_SHAPES if k.startswith(("meta-", "google/", "mistralai/"))],
-                                n_blocks=32, block_size=256, batch_size=8, sensitivity_blocks=16, n_draws=3),
-}
-
-
-def _count(value) -> int:
-    """A size that is a count or a list of things (layers, strategies, learning rates)."""
-    return len(value) if isinstance(value, (list, tuple)) else int(value)
-
-
-def _ch01(s: dict) -> Estimate:
-    m, L = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 30
-    tokens, n_maps = s["n_eval"] * s["block_size"], _count(s["strategies"])
-    layer = (m.params - m.vocab * m.d_model) / L
-    head = m.vocab * m.d_model
-    per_strategy = sum((L - l) * layer + head for l in range(L))       # prefix-cached sweep
-    flops = 2 * tokens * (L * layer + head + n_maps * per_strategy)      # capture + the strategies
-    cache = 4 * L * tokens * m.d_model                                   # the prefix cache: every layer's input
-    return Estimate("ch01_ablation_map", f"{n_maps} ablation maps × 30 layers, {s['n_eval']} × {s['block_size']} "
-                    "tokens, prefix-cached", flops, "eval-fp32", (4 * m.params + cache) / 1e9)
-
-
-def _ch02(s: dict) -> Estimate:
-    m, T = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], s["block_size"]
-    runs = _count(s["recovery_layers"]) * _count(s["recovery_lrs"]) * s["n_trained_draws"]   # layers × lrs × draws
-    steps = s["recovery_steps"]
-    train = runs * steps * 3 * forward_flops(m, s["train_batch"] * T, T)   # whole model, train_batch blocks a step
-    evals = runs * steps * forward_flops(m, s["recovery_eval"] * T, T)      # evaluation after every step
-    return Estimate("ch02_anatomy_weights", f"recovery: {runs} runs × {steps} steps ({s['train_batch']} blocks), "
-                    "eval each step", train + evals, "train-fp32",
-                    training_memory(m, T, s["train_batch"], precision="fp32") / 1e9)
-
-
-def _ch03(s: dict) -> Estimate:
-    from ..lm import LMConfig
-
-    T = s["block_size"]
-    m = lm_shape(LMConfig(vocab_size=s["vocab_size"], n_layers=s["n_layers"], d_model=s["d_model"],
-                          n_heads=s["n_heads"], ffn_widths=[s["ffn_width"]] * s["n_layers"], max_seq_len=T))
-    runs = 4 * s["n_seeds"]                                               # schedules incl. the reference × seeds
-    flops = runs * s["steps"] * 3 * forward_flops(m, s["batch_size"] * T, T)
-    return Estimate("ch03_growth_training", f"≤ {runs} runs × {s['steps']} steps of {s['batch_size']} × {T} tokens "
-                    f"({s['n_layers']} × {s['d_model']} decoder)", flops, "train-fp32",
-                    training_memory(m, T, s["batch_size"], precision="fp32") / 1e9)
-
-
-def _ch04(s: dict) -> Estimate:
-    flops, mem, T = 0.0, 0.0, s["block_size"]
-    for m in (HUB_SHAPES[k] for k in s["models"]):
-        clouds = forward_flops(m, s["n_blocks"] * T, T)
-        sensitivity = m.n_layers * s["n_draws"] * forward_flops(m, s["sensitivity_blocks"] * T, T) / 2   # replay from ℓ
-        flops += clouds + sensitivity
-        mem = max(mem, 4 * m.params + 8 * s["batch_size"] * T * m.vocab)
-    return Estimate("ch04_geometric_work", f"{len(s['models'])} models: clouds ({s['n_blocks']} × {T} tokens) + "
-                    f"FFN sensitivity ({s['n_draws']} draws per layer)", flops, "eval-fp32", mem / 1e9)
-
-
 def width_solver_rules() -> list[str]:
     """Chapter 5's allocation rules at full scale: our rule for each row of the paper's 440M table
     (``p2.val_loss_440m`` in data_manifest/references.yaml), then TLM's contrast, the taper reversed."""
@@ -310,7 +243,7 @@ def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
     from ..lm import PRESETS, param_count, training_flops
 
     check_choice("preset", preset, [k for k in PRESETS if k != "smoke"])
-    P, cfg = PRESETS[preset], _preset_config(preset)
+    P, cfg = PRESETS[preset], preset_config(preset)
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
     runs = check_int("n_rules", len(width_solver_rules()) if n_rules is None else n_rules, minimum=1) * P["n_seeds"]
     flops = training_flops(cfg, tokens, P["block_size"])
@@ -320,142 +253,9 @@ def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
             "FLOPs per run": flops, "GPU hours per run": hours, "GPU days, all runs": hours * runs / 24}
 
 
-def _ch05(s: dict) -> Estimate:
-    from ..lm import PRESETS, training_flops
-
-    name = s["preset"]
-    P = PRESETS[name]
-    m, cfg = _preset_shape(name), _preset_config(name)
-    steps = s.get("steps", P["steps"])
-    tokens = steps * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    runs = len(width_solver_rules()) * s.get("n_seeds", P["n_seeds"])   # chapter 5's rules × seeds
-    return Estimate("ch05_width_solver", f"{runs} runs of the {name} preset, {tokens / 1e9:.2f}B tokens each",
-                    runs * training_flops(cfg, tokens, P["block_size"]), "train-bf16",
-                    training_memory(m, P["block_size"], P["batch_size"]) / 1e9)
-
-
-def _ch06(s: dict | None) -> Estimate:
-    from ..growth import recipe as R
-
-    r, ms = R.paper_d256_d384(), R.paper_multistage()
-    seeds, key_seeds, widths, chain_steps = 3, 3, ms.ms_widths, ms.ms_total_steps
-    if s is not None:                                                     # the hour preset's sizes
-        keep = ("n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
-                "steps_small", "steps_grown")
-        r = dataclasses.replace(r, **{k: s[k] for k in keep})
-        seeds, key_seeds = s["n_seeds"], max(s["n_seeds"], s["n_key_seeds"])
-        widths, chain_steps = tuple(s["ms_widths"]), s["ms_total_steps"]
-    tps, T = r.tokens_per_step, r.block_size
-    arms = [c for c in R.CONDITIONS if c != "cold"]                      # every grown arm
-    key = [c for c in arms if c in r.key_conditions]
-
-    def shape(d: int) -> ModelShape:
-        return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
-                          norm="layer", norm_readers=(3, 1))
-
-    def train(d: int, steps: int) -> float:
-        return 3 * forward_flops(shape(d), steps * tps, T)
-
-    grown = (len(key) * key_seeds + (len(arms) - len(key)) * seeds) * train(r.d_large, r.steps_grown)
-    small = key_seeds * train(r.d_small, r.steps_small)                   # one small model per seed
-    cold = seeds * train(r.d_large, r.steps_small + r.steps_grown)        # the cold start, equal tokens
-    chain = train(max(widths), chain_steps)                               # upper bound: all at the last width
-    return Estimate("ch06_width_growth", f"{len(arms)} grown arms ({len(key)} key arms × {key_seeds} seeds, the "
-                    f"others × {seeds}) + cold start, d{r.d_small} → d{r.d_large}; one {len(widths)}-stage chain",
-                    grown + small + cold + chain, "train-bf16",
-                    training_memory(shape(max(widths)), T, r.batch_size) / 1e9)
-
-
 def pass_flops(m: ModelShape, layer_tokens: float, head_tokens: float, seq_len: int) -> float:
     """FLOPs of ``layer_tokens`` tokens through one decoder layer and ``head_tokens`` through the LM head
     (the count of :func:`forward_flops`, split per layer and head; the card's stages)."""
     head_params = m.vocab * m.d_model
     per_layer = 2 * (m.params - head_params) / m.n_layers + 4 * seq_len * m.d_model
     return layer_tokens * per_layer + head_tokens * 2 * head_params
-
-
-def _card(s: dict, chapter: str = "card_report") -> Estimate:
-    from ..card.cost import planned_passes
-    from ..card.settings import CardSettings
-
-    m = HUB_SHAPES[s["model"]]
-    keep = ("tokens", "block_size", "batch_size", "calibration_tokens", "max_prune", "n_random", "geometry_tokens")
-    settings = CardSettings(**{k: s[k] for k in keep})
-    passes = planned_passes(m.n_layers, settings)
-    flops = sum(pass_flops(m, a, b, s["block_size"]) for a, b in passes.values())
-    logits = 4 * s["batch_size"] * s["block_size"] * m.vocab
-    work = (f"{'the card (if not cached) + signals' if chapter != 'card_report' else 'the card'}: "
-            f"{s['tokens']:,} tokens, K = {s['max_prune']}, {s['n_random']} random sets per k")
-    return Estimate(chapter, f"{s['model'].split('/')[-1]}, {work}", flops, "eval-fp32", (4 * m.params + logits) / 1e9)
-
-
-def chapter_estimates() -> list[Estimate]:
-    """The estimates of every chapter at full scale, in book order."""
-    from ..lm import PRESETS
-
-    return [_ch01(FULL_SIZES["ch01_ablation_map"]), _ch02(FULL_SIZES["ch02_anatomy_weights"]),
-            _ch03(FULL_SIZES["ch03_growth_training"]), _ch04(FULL_SIZES["ch04_geometric_work"]),
-            _ch05({"preset": "440M", "n_seeds": PRESETS["440M"]["n_seeds"]}), _ch06(None)]
-
-
-def hour_estimates() -> list[Estimate]:
-    """The estimates of every chapter's hour preset (:data:`anatomy_kit.hour.HOUR_PRESETS`), in book order."""
-    from ..hour import HOUR_PRESETS as H
-
-    return [_ch01(H["ch01_ablation_map"]), _ch02(H["ch02_anatomy_weights"]), _ch03(H["ch03_growth_training"]),
-            _ch04(H["ch04_geometric_work"]), _ch05(H["ch05_width_solver"]), _ch06(H["ch06_width_growth"]),
-            _card(H["card_report"]), _card(H["ch07_synthesis"], "ch07_synthesis")]
-
-
-def hour_estimate(chapter: str, measured: dict[str, float] | None = None) -> dict:
-    """One chapter's hour preset: ``{"chapter", "work", "kind", "flops", "memory_gb", "minutes_assumed",
-    "minutes"}``. ``measured``: FLOP/s measured for some kinds of work (:data:`ASSUMED_FLOPS`' keys; e.g.
-    ``{"train-bf16": train.flops_per_s}`` from ``benchmarks/gpu_check.py``); ``minutes`` uses the measured
-    figure for this chapter's kind when there is one, else the assumption. gpu_check can print, for every
-    chapter of :data:`anatomy_kit.hour.HOUR_PRESETS`, the estimate beside its measured throughput."""
-    from ..hour import HOUR_PRESETS
-
-    check_choice("chapter", chapter, list(HOUR_PRESETS))
-    measured = dict(measured or {})
-    for kind, rate in measured.items():
-        check_choice("measured kind", kind, list(ASSUMED_FLOPS))
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
-            raise AnatomyKitError(f"measured[{kind!r}]={rate!r} must be a number > 0 (FLOP/s)")
-    e = next(e for e in hour_estimates() if e.chapter == chapter)
-    return {"chapter": chapter, "work": e.work, "kind": e.kind, "flops": e.flops, "memory_gb": e.memory_gb,
-            "minutes_assumed": e.hours() * 60, "minutes": e.hours(measured.get(e.kind)) * 60}
-
-
-def hour_markdown_table() -> str:
-    """The running page's table of the hour presets (time and memory estimated, one H100-class GPU)."""
-    lines = ["| chapter | dominant work of the hour preset | FLOPs | FLOP/s | time (estimate) "
-             "| peak GPU memory, GB (estimate) |", "|---|---|---|---|---|---|"]
-    for e in hour_estimates():
-        lines.append(f"| `{e.chapter}` | {e.work} | {e.flops:.1e} | {ASSUMED_FLOPS[e.kind]:.1e} ({e.kind}) "
-                     f"| {e.hours() * 60:.0f} min | {e.memory_gb:,.1f} |")
-    return "\n".join(lines)
-
-
-def markdown_table(flops_per_s: float | None = None) -> str:
-    """The running page's table (``flops_per_s`` replaces every assumed throughput by one measured figure)."""
-    lines = ["| chapter | dominant work at full scale | FLOPs | FLOP/s | time on one H100 (estimate) "
-             "| peak GPU memory, GB (estimate) |", "|---|---|---|---|---|---|"]
-    for e in chapter_estimates():
-        rate = flops_per_s or ASSUMED_FLOPS[e.kind]
-        label = "measured" if flops_per_s else e.kind
-        lines.append(f"| `{e.chapter}` | {e.work} | {e.flops:.1e} | {rate:.1e} ({label}) | {duration(e.hours(flops_per_s))} "
-                     f"| {e.memory_gb:,.0f} |")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flops", type=float, default=None, help="a measured FLOP/s to use instead of the assumptions")
-    ap.add_argument("--hour", action="store_true", help="the hour presets' table instead of full scale's")
-    args = ap.parse_args(argv)
-    print(hour_markdown_table() if args.hour else markdown_table(args.flops))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
