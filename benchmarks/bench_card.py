@@ -30,8 +30,6 @@ import tempfile
 import time
 
 FULL_S, QUICK_S, RSS_MB = 600, 60, 3 * 1024
-SMOLLM2_17B = dict(params=1.71e9, n_layers=24, d_model=2048, vocab=49152, ffn_width=8192)
-
 
 def child(mode: str, threads: int, tokens: int | None) -> dict:
     """One card in this process; returns its measurements."""
@@ -49,7 +47,7 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
         card = build_card("embedded", settings=settings, device="cpu", cache_dir=cache, progress=False)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     passes = card_passes(card.doc)
-    flops = card_flops(passes, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], card.doc["text"]["block_size"], tied=True)
+    flops = card_flops(passes, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], card.doc["text"]["block_size"])
     return {"mode": mode, "threads": threads, "settings": card.doc["settings"], "n_layers": card.n_layers,
             "eval_tokens": card.doc["text"]["eval_tokens"], "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "peak_rss_mb": round(peak_rss_mb(), 0), "stages": card.doc["provenance"]["timings"],
@@ -58,16 +56,16 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
 
 def gpu_estimates(settings: dict) -> dict:
     """Seconds on one GPU, per model, from the planned passes of the same settings (module docstring)."""
-    from anatomy_kit.lm.estimates import ASSUMED_FLOPS, HUB_SHAPES, ModelShape
+    from anatomy_kit.lm.estimates import ASSUMED_FLOPS, HUB_SHAPES
     from anatomy_kit.card import CardSettings
     from anatomy_kit.card.cost import card_flops, planned_passes
 
     s = CardSettings(**{**settings, "max_prune": None})
-    shapes = {"SmolLM2-1.7B": (ModelShape(**SMOLLM2_17B), True),          # tied head; Llama-3.1-8B: untied
-              "Llama-3.1-8B": (HUB_SHAPES["meta-llama/Llama-3.1-8B"], False)}
+    shapes = {"SmolLM2-1.7B": HUB_SHAPES["HuggingFaceTB/SmolLM2-1.7B"],          # tied head
+              "Llama-3.1-8B": HUB_SHAPES["meta-llama/Llama-3.1-8B"]}               # untied head
     out = {}
-    for name, (shape, tied) in shapes.items():
-        flops = card_flops(planned_passes(shape.n_layers, s), shape, s.block_size, tied=tied)
+    for name, shape in shapes.items():
+        flops = card_flops(planned_passes(shape.n_layers, s), shape, s.block_size)
         total = sum(flops.values())
         out[name] = {"tflop": round(total / 1e12, 1), "seconds": round(total / ASSUMED_FLOPS["eval-fp32"], 1),
                      "weights_gb_fp32": round(4 * shape.params / 1e9, 1),

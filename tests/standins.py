@@ -37,6 +37,7 @@ SMOLLM2_FILES = Path(__file__).resolve().parent / "standin_files" / "smollm2"
 #: hub id -> (architecture, real number of layers, extra config); what full scale loads.
 MODELS: dict[str, tuple[str, int, dict]] = {
     "HuggingFaceTB/SmolLM2-135M": ("llama", 30, {"tie_word_embeddings": True, "rope_theta": 100000.0}),
+    "HuggingFaceTB/SmolLM2-1.7B": ("llama", 24, {"tie_word_embeddings": True, "rope_theta": 130000.0}),   # hour card
     "meta-llama/Llama-3.2-1B": ("llama", 16, {"tie_word_embeddings": True, "rope_scaling": {
         "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192}}),
@@ -56,7 +57,7 @@ CORPORA = {
     "wikitext-103": ("Salesforce/wikitext", "wikitext-103-raw-v1"),
 }
 
-VERSION = "1"          # bump when the layout changes
+VERSION = "2"          # bump when the layout changes (2: SmolLM2-1.7B for the hour scale)
 
 
 def environment(root: Path) -> dict[str, str]:

@@ -29,5 +29,5 @@ def test_layer_passes_match_what_the_card_runs(quick, tmp_path, one_torch_thread
     planned = planned_passes(6, settings)
     if quick:                                            # nothing random: the plan is the count
         assert planned == {k: (float(a), float(b)) for k, (a, b) in counted.items()}
-    flops = card_flops(counted, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 32, tied=True)
+    flops = card_flops(counted, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 32)
     assert set(flops) == set(counted) and all(f >= 0 for f in flops.values())

@@ -47,7 +47,7 @@ def test_more_tokens_add_only_their_ids_not_their_activations():
 def test_an_untied_embedding_is_a_lookup_not_layer_flops(tied):
     V, L, layer_params = 1000, 4, 10_000                  # per layer
     params = L * layer_params + V * D * (1 if tied else 2)
-    flops = card_flops({"s": (1, 0)}, ModelShape(params, L, D, V), block_size=T, tied=tied)
+    flops = card_flops({"s": (1, 0)}, ModelShape(params, L, D, V, tied_head=tied), block_size=T)
     assert flops["s"] == pytest.approx(2 * layer_params + 4 * T * D, rel=1e-12)   # one layer-token
-    head = card_flops({"s": (0, 1)}, ModelShape(params, L, D, V), block_size=T, tied=tied)
+    head = card_flops({"s": (0, 1)}, ModelShape(params, L, D, V, tied_head=tied), block_size=T)
     assert head["s"] == 2 * V * D                                                   # one head-token

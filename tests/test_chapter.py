@@ -27,7 +27,7 @@ def test_defaults_of_each_scale(capsys):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(scale="large"), "scale='large' is not accepted; choose one of 'smoke', 'full'"),
+    (dict(scale="large"), "scale='large' is not accepted; choose one of 'smoke', 'hour', 'full'"),
     (dict(device="tpu"), "device='tpu' is not accepted"),
     (dict(n_eval=0), "n_eval=0 must be >= 1"),
     (dict(n_eval=2.5), "n_eval=2.5 must be an integer"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from anatomy_kit.lm import chapter_costs as C
 from anatomy_kit.lm import estimates as E
 from anatomy_kit.lm import PRESETS
 from anatomy_kit.validate import AnatomyKitError
@@ -19,14 +20,14 @@ def test_the_running_page_shows_the_current_table(tmp_path):
     shown = text[start:text.index("<!-- end estimates-table -->")].strip()
     assert shown == "```{include} _generated/estimates_table.md\n```"
     write_generated(tmp_path)
-    assert (tmp_path / "_generated" / "estimates_table.md").read_text().strip() == E.markdown_table()
+    assert (tmp_path / "_generated" / "estimates_table.md").read_text().strip() == C.markdown_table()
 
 
 def test_chapter_five_counts_every_run_of_the_preset():
-    est = {e.chapter: e for e in E.chapter_estimates()}["ch05_width_solver"]
+    est = {e.chapter: e for e in C.chapter_estimates()}["ch05_width_solver"]
     P = PRESETS["440M"]
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    n = E._preset_shape("440M").params
+    n = E.preset_shape("440M").params
     rules = E.width_solver_rules()            # the paper's five rows and the reversed taper
     assert len(rules) == 6 and rules[0] == "uniform" and f"{6 * P['n_seeds']} runs" in est.work
     per_run = est.flops / (len(rules) * P["n_seeds"])
@@ -35,9 +36,9 @@ def test_chapter_five_counts_every_run_of_the_preset():
 
 
 def test_measured_throughput_replaces_the_assumption_and_durations_read_well():
-    e = E.chapter_estimates()[0]
+    e = C.chapter_estimates()[0]
     assert e.hours(2 * E.ASSUMED_FLOPS[e.kind]) == pytest.approx(e.hours() / 2)
-    assert "measured" in E.markdown_table(1e14)
+    assert "measured" in C.markdown_table(1e14)
     assert E.duration(0.2) == "12 min" and E.duration(3.42) == "3.4 h" and E.duration(24 * 19.2) == "19 days"
 
 
@@ -64,9 +65,9 @@ def test_forward_flops_and_memory_formulas():
 def test_the_440m_preset_needs_about_70_gb_at_its_micro_batch():
     """The issue's hand count: 65–75 GB (bf16 logits' float32 cross-entropy, float32 residual, SwiGLU), not 51."""
     P = PRESETS["440M"]
-    gb = E.training_memory(E._preset_shape("440M"), P["block_size"], P["batch_size"]) / 1e9
+    gb = E.training_memory(E.preset_shape("440M"), P["block_size"], P["batch_size"]) / 1e9
     assert 65 < gb < 80
-    est = {e.chapter: e for e in E.chapter_estimates()}["ch05_width_solver"]
+    est = {e.chapter: e for e in C.chapter_estimates()}["ch05_width_solver"]
     assert est.memory_gb == pytest.approx(gb)
 
 
@@ -117,7 +118,7 @@ def test_activation_bytes_are_what_autograd_saves(one_torch_thread, precision, m
 
 
 def test_the_micro_batch_is_chosen_from_the_free_memory():
-    m, T, rows = E._preset_shape("440M"), 1024, 512
+    m, T, rows = E.preset_shape("440M"), 1024, 512
     cpu = E.choose_micro_batch(m, T, rows, None, default=32)
     assert (cpu.micro_batch, cpu.grad_accum, cpu.checkpointing) == (32, 16, False)      # CPU: the recipe's split
     need = {b: E.training_memory(m, T, b) for b in (1, 8, 16, 32, 64)}
@@ -158,7 +159,112 @@ def test_the_width_solver_grid_fits_its_runs_to_the_device(monkeypatch):
 def test_chapter_six_counts_every_arm_and_seed_of_the_grid():
     from anatomy_kit.growth import recipe as R
 
-    est = {e.chapter: e for e in E.chapter_estimates()}["ch06_width_growth"]
+    est = {e.chapter: e for e in C.chapter_estimates()}["ch06_width_growth"]
     r = R.paper_d256_d384()
     grown = 3 * (len(R.CONDITIONS) - 1) * 6 * R.param_count(r.config(r.d_large)) * r.steps_grown * r.tokens_per_step
     assert grown < est.flops < 3 * grown       # the grown arms dominate; small runs, cold start, chain add the rest
+
+
+# --- the hour scale ------------------------------------------------------------------------------
+
+def test_every_chapters_hour_preset_fits_one_gpu_hour_and_80_gb():
+    from anatomy_kit.hour import HOUR_MEMORY_GB, HOUR_MINUTES, HOUR_PRESETS
+
+    est = {e.chapter: e for e in C.hour_estimates()}
+    assert list(est) == list(HOUR_PRESETS)                   # every chapter, in book order
+    for chapter, e in est.items():
+        assert e.hours() * 60 <= HOUR_MINUTES, (chapter, e.hours() * 60)
+        assert e.memory_gb < HOUR_MEMORY_GB, (chapter, e.memory_gb)
+
+
+def test_hour_estimates_read_the_presets(monkeypatch):
+    """Chapter 2's recovery FLOPs by hand; doubling its recovery layers doubles them."""
+    from anatomy_kit import hour
+
+    s = hour.HOUR_PRESETS["ch02_anatomy_weights"]
+    m, T = E.HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], s["block_size"]
+    per_token = 2 * m.params + 4 * m.n_layers * T * m.d_model
+    runs = len(s["recovery_layers"]) * len(s["recovery_lrs"]) * s["n_trained_draws"]
+    by_hand = runs * s["recovery_steps"] * (3 * s["train_batch"] + s["recovery_eval"]) * T * per_token
+    got = C.hour_estimate("ch02_anatomy_weights")
+    assert got["flops"] == pytest.approx(by_hand, rel=1e-12)
+    assert got["minutes"] == pytest.approx(by_hand / (0.5 * 67e12) / 60, rel=1e-12)
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch02_anatomy_weights",
+                        {**s, "recovery_layers": s["recovery_layers"] * 2})
+    assert C.hour_estimate("ch02_anatomy_weights")["flops"] == pytest.approx(2 * by_hand, rel=1e-12)
+
+
+def test_the_card_hour_estimate_counts_its_passes_at_17b():
+    """The card's FLOPs: the card's own pass counts times lm.estimates.pass_flops, on SmolLM2-1.7B."""
+    from anatomy_kit.card.cost import card_flops, planned_passes
+    from anatomy_kit.card.settings import CardSettings
+    from anatomy_kit.hour import HOUR_PRESETS
+
+    s = HOUR_PRESETS["card_report"]
+    m = E.HUB_SHAPES[s["model"]]
+    settings = CardSettings(tokens=s["tokens"], block_size=s["block_size"], batch_size=s["batch_size"],
+                            calibration_tokens=s["calibration_tokens"], max_prune=s["max_prune"],
+                            n_random=s["n_random"], geometry_tokens=s["geometry_tokens"])
+    total = sum(card_flops(planned_passes(m.n_layers, settings), m, s["block_size"]).values())
+    assert C.hour_estimate("card_report")["flops"] == pytest.approx(total, rel=1e-12)
+    assert 1e9 < m.params < 2e9 and "SmolLM2-1.7B" in s["model"]
+
+
+def test_pass_flops_is_the_forward_count_split_per_layer_and_head():
+    m = E.ModelShape(1e8, 10, 512, 1000, 1536)
+    # every token through all layers and the head once = one forward pass
+    assert E.pass_flops(m, 10 * 300, 300, 64) == pytest.approx(E.forward_flops(m, 300, 64), rel=1e-12)
+    assert E.pass_flops(m, 0, 1, 64) == 2 * 1000 * 512
+
+
+def test_hour_estimate_takes_a_measured_throughput_of_its_kind_and_names_bad_input():
+    e = C.hour_estimate("ch01_ablation_map")                          # float32 evaluation
+    assert e["minutes"] == e["minutes_assumed"] == pytest.approx(e["flops"] / (0.5 * 67e12) / 60)
+    got = C.hour_estimate("ch01_ablation_map", {"eval-fp32": 1e13, "train-bf16": 1e15})
+    assert got["minutes"] == pytest.approx(e["flops"] / 1e13 / 60) and got["minutes_assumed"] == e["minutes"]
+    train_only = C.hour_estimate("ch01_ablation_map", {"train-bf16": 1e15})   # another kind: the assumption
+    assert train_only["minutes"] == e["minutes"]
+    with pytest.raises(AnatomyKitError, match="chapter"):
+        C.hour_estimate("ch99")
+    with pytest.raises(AnatomyKitError, match="train-bf16"):
+        C.hour_estimate("ch01_ablation_map", {"train-bf16": -1.0})
+    with pytest.raises(AnatomyKitError, match="measured kind"):
+        C.hour_estimate("ch01_ablation_map", {"bf16": 1e15})
+
+
+def test_the_running_page_includes_the_hour_scale_tables(tmp_path):
+    from anatomy_kit.book.pages import write_generated
+
+    text = (ROOT / "book" / "running.md").read_text()
+    for name in ("scales_table", "hour_table", "power_tables"):
+        assert f"```{{include}} _generated/{name}.md\n```" in text
+    write_generated(tmp_path)
+    assert (tmp_path / "_generated" / "hour_table.md").read_text().strip() == C.hour_markdown_table()
+
+
+def test_chapter_six_hour_trains_the_key_arms_on_the_key_seeds(monkeypatch):
+    """One more key seed adds the four key arms and one small model; one more seed, the other seven arms and
+    one cold start (counted with forward_flops on each width's shape)."""
+    import dataclasses
+
+    from anatomy_kit import hour
+    from anatomy_kit.growth import recipe as R
+
+    s = hour.HOUR_PRESETS["ch06_width_growth"]
+    r = dataclasses.replace(R.paper_d256_d384(), **{k: s[k] for k in (
+        "n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
+        "steps_small", "steps_grown")})
+
+    def train(d, steps):
+        m = E.ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
+                         norm="layer", norm_readers=(3, 1))
+        return 3 * E.forward_flops(m, steps * r.tokens_per_step, r.block_size)
+
+    base = C.hour_estimate("ch06_width_growth")["flops"]
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch06_width_growth", {**s, "n_key_seeds": s["n_key_seeds"] + 1})
+    key = C.hour_estimate("ch06_width_growth")["flops"] - base
+    assert key == pytest.approx(4 * train(r.d_large, r.steps_grown) + train(r.d_small, r.steps_small), rel=1e-9)
+    monkeypatch.setitem(hour.HOUR_PRESETS, "ch06_width_growth", {**s, "n_seeds": s["n_seeds"] + 1})
+    other = C.hour_estimate("ch06_width_growth")["flops"] - base
+    assert other == pytest.approx(7 * train(r.d_large, r.steps_grown)
+                                  + train(r.d_large, r.steps_small + r.steps_grown), rel=1e-9)

@@ -132,3 +132,41 @@ def test_chapter_runs_its_full_path_on_stand_ins(chapter, guarded, tmp_path):
     assert doc["run"]["scale"] == "full"
     assert (tmp_path / "ipython" / device_guard.STAMP).exists(), "the device guard did not start in the kernel"
     print(f"{chapter} full path on stand-ins: {time.time() - start:.0f} s")
+
+
+#: The hour presets (:mod:`anatomy_kit.hour`) on the same stand-ins with the same shrinking parameters, for
+#: the chapters whose hour run then differs from their full run: the card and chapter 7 on SmolLM2-1.7B
+#: (chapter 7 also reads chapter 3's hour settings). Chapters 1-6's hour presets differ from full only in
+#: sizes the shrinking parameters set (chapter 5: its preset, seeds and steps; chapter 6: seeds, steps,
+#: widths of the chain), so their hour run on stand-ins would repeat their full run: running them twice
+#: would add their stand-in time for nothing (the next test checks both lists).
+HOUR_PATH = ["card_report", "ch07_synthesis"]
+
+
+def test_the_other_chapters_hour_path_is_their_full_path_on_stand_ins():
+    from anatomy_kit.hour import HOUR_PRESETS
+    from chapter_defaults import full_defaults
+
+    for chapter in sorted(set(FULL_PATH) - set(HOUR_PATH)):
+        full, hour = full_defaults(chapter), HOUR_PRESETS[chapter]
+        differ = {k for k in hour if hour[k] != full[k]}
+        assert differ <= set(FULL_PATH[chapter]), f"{chapter}: hour differs in {differ - set(FULL_PATH[chapter])}"
+    for chapter in HOUR_PATH:
+        full, hour = full_defaults(chapter), HOUR_PRESETS[chapter]
+        assert {k for k in hour if hour[k] != full.get(k)} - set(FULL_PATH[chapter]), chapter
+
+
+@pytest.mark.whole_run
+@pytest.mark.parametrize("chapter", HOUR_PATH)
+def test_chapter_runs_its_hour_path_on_stand_ins(chapter, standin_env, tmp_path):
+    from anatomy_kit.book.chapters import chapter_manifest
+    from anatomy_kit.book.runner import execute_chapter
+    from anatomy_kit.hour import HOUR_PRESETS
+
+    entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
+    start = time.time()
+    execute_chapter(entry, scale="hour", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
+                    root=ROOT, environ=standin_env)
+    doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
+    assert doc["run"]["scale"] == "hour" and doc["run"]["model"] == HOUR_PRESETS[chapter]["model"]
+    print(f"{chapter} hour path on stand-ins: {time.time() - start:.0f} s")

@@ -15,6 +15,7 @@ from anatomy_kit.book.runner import to_notebook
 from anatomy_kit.card.errors import WidthBudgetInfeasible
 from anatomy_kit.card.widths import suggest_widths, width_multiple
 from anatomy_kit.growth import phases, sources
+from anatomy_kit.hour import hour_preset
 from anatomy_kit.synthesis import decisions
 from anatomy_kit.validate import AnatomyKitError
 
@@ -118,7 +119,7 @@ def test_defaults_agree_with_chapter_3s_defaults_cell():
     nb = to_notebook(ROOT / "notebooks" / "ch03_growth_training.md")
     cell = next(c.source for c in nb.cells if c.cell_type == "code" and "DEFAULTS = {" in c.source)
     node = next(n for n in ast.parse(cell).body if isinstance(n, ast.Assign) and n.targets[0].id == "DEFAULTS")
-    chapter = eval(compile(ast.Expression(node.value), "DEFAULTS", "eval"), {"dict": dict})
+    chapter = eval(compile(ast.Expression(node.value), "DEFAULTS", "eval"), {"dict": dict, "hour_preset": hour_preset})
     for scale, ours in decisions.CH03_DEFAULTS.items():
         d = ours.to_dict()
         assert {k: chapter[scale][k] for k in d if k != "source"} == {k: v for k, v in d.items() if k != "source"}

@@ -11,7 +11,8 @@ their own subpackage, :mod:`anatomy_kit.verdicts`; this one runs chapters and as
 - :mod:`.runner` – execute the chapters with papermill and build the HTML book; one shard of a grid;
 - :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``).
 
-Time and memory estimates of each chapter live with the model they count, in :mod:`anatomy_kit.lm.estimates`.
+Time and memory estimates of each chapter live with the model they count, in :mod:`anatomy_kit.lm.chapter_costs`
+(the FLOP and memory model: :mod:`anatomy_kit.lm.estimates`).
 """
 
 from .run import DEVICES, SCALES, Run, resolve_run

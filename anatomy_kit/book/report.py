@@ -48,6 +48,7 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
     for path in sorted((build_dir / "metrics").glob("*.json")):
         doc = require_fields(read_json(path, what="chapter metrics file"), ("chapter", "run", "claims"),
                              path=path, what="chapter metrics file")
+        _mark_decidable(doc)
         for claim in doc["claims"]:
             if claim.get("id") not in refs:
                 raise AnatomyKitError(f"{path}: claim {claim.get('id')!r} has no entry in data_manifest/references.yaml")
@@ -61,6 +62,29 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
     write_json(build_dir / "report.json", report)
     (build_dir / "report.md").write_text(report_markdown(report))
     return report
+
+
+def _mark_decidable(doc: dict) -> None:
+    """Each claim's ``decidable_at`` (smoke / hour / full / beyond full / not modelled), from the chapter's power
+    table (:mod:`.power`: its own intervals at this scale against the hour preset)."""
+    from ..hour import HOUR_PRESETS
+    from .power import decidable_at, power_rows
+
+    if doc["chapter"] in HOUR_PRESETS:
+        for claim, row in zip(doc["claims"], power_rows(doc)):
+            claim["decidable_at"] = decidable_at(row)
+
+
+def _decidable_line(claims: list[dict]) -> str:
+    """One Markdown line under a chapter's claims: the smallest scale that decides each claim."""
+    by: dict[str, list[str]] = {}
+    for c in claims:
+        if "decidable_at" in c:
+            by.setdefault(c["decidable_at"], []).append(c["id"])
+    if not by:
+        return ""
+    parts = "; ".join(f"**{k}**: {', '.join(f'`{i}`' for i in v)}" for k, v in by.items())
+    return f"Decidable at ({{ref}}`the power tables <running-hour>`): {parts}."
 
 
 def _claims(chapters: Iterable[dict]) -> list[dict]:
@@ -209,4 +233,6 @@ def report_markdown(report: dict) -> str:
         lines += [f"## {titles.get(doc['chapter'], doc['chapter'])}", "",
                   f'<p class="ak-run">{escape(run_text)}</p>', "",
                   claims_html(doc["claims"]) if doc["claims"] else NO_CLAIMS, ""]
+        if doc["claims"]:
+            lines += [_decidable_line(doc["claims"]), ""]
     return "\n".join(lines)

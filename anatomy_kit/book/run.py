@@ -26,7 +26,7 @@ from ..jsonio import write_json
 from ..validate import AnatomyKitError, check_choice, check_int
 from .store import Store
 
-SCALES = ("smoke", "full")
+SCALES = ("smoke", "hour", "full")
 DEVICES = ("auto", "cpu", "cuda")
 
 

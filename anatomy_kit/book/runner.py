@@ -22,6 +22,7 @@ from typing import Any
 
 from ..validate import AnatomyKitError, check_choice
 from .chapters import chapter_manifest, project_root
+from .run import SCALES
 
 
 def kernel_manager(environ: dict[str, str]):
@@ -175,7 +176,7 @@ def run_shard(chapter: str, shard: str, *, scale: str = "full", device: str = "a
     part = parse_shard(shard)
     if part is None:
         raise AnatomyKitError("shard='' names no shard; give 'i/n' with 0 <= i < n")
-    check_choice("scale", scale, ("smoke", "full"))
+    check_choice("scale", scale, SCALES)
     root = root or project_root()
     manifest = {c["id"]: c for c in chapter_manifest(root)}
     check_choice("chapter", chapter, manifest)
@@ -195,7 +196,7 @@ def reproduce(*, scale: str = "smoke", device: str = "auto", build_dir: Path | N
     """
     from .report import build_report
 
-    check_choice("scale", scale, ("smoke", "full"))
+    check_choice("scale", scale, SCALES)
     root = root or project_root()
     build_dir = Path(build_dir) if build_dir is not None else root / "build"
     book_dir = root / "book" if book_dir is True else book_dir

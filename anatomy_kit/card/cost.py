@@ -13,7 +13,7 @@ GPU estimate beside the CPU measurements. Used by the book page *Your model's re
 
 from __future__ import annotations
 
-from ..lm.estimates import ModelShape
+from ..lm.estimates import ModelShape, pass_flops
 from .causal import CAUSAL_SIGNALS
 from .settings import CardSettings
 from .work import geometry_blocks
@@ -77,15 +77,8 @@ def planned_passes(n_layers: int, settings: CardSettings, n_proposals: int = 9) 
     return out
 
 
-def card_flops(passes: dict, shape: ModelShape, block_size: int, *, tied: bool) -> dict[str, float]:
-    """FLOPs per stage of ``passes`` on a model of ``shape`` (head = vocabulary × width).
-
-    ``tied``: whether the model's head is its embedding table. ``shape.params`` counts every table
-    the model holds; an untied model's input embedding is a lookup (no FLOPs), so it is taken out
-    of the layers' share with the head.
-    """
-    head_params = shape.vocab * shape.d_model
-    tables = head_params if tied else 2 * head_params
-    per_layer = 2 * (shape.params - tables) / shape.n_layers + 4 * block_size * shape.d_model
-    return {stage: layer_tokens * per_layer + head_tokens * 2 * head_params
+def card_flops(passes: dict, shape: ModelShape, block_size: int) -> dict[str, float]:
+    """FLOPs per stage of ``passes`` on a model of ``shape`` (:func:`anatomy_kit.lm.estimates.pass_flops`;
+    ``shape.tied_head`` says whether the input embedding is the head or a lookup table of its own)."""
+    return {stage: pass_flops(shape, layer_tokens, head_tokens, block_size)
             for stage, (layer_tokens, head_tokens) in passes.items()}

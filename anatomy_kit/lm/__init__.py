@@ -1,7 +1,7 @@
 """Language models the kit trains (introduced in chapter 5, *The width solver*).
 
 - :mod:`.model` – a Llama-shaped decoder whose FFN width can differ per layer;
-- :mod:`.presets` – its shapes and training recipes by name (``smoke``, ``128M``, ``256M``, ``440M``);
+- :mod:`.presets` – its shapes and training recipes by name (``smoke``, ``hour``, ``128M``, ``256M``, ``440M``);
 - :mod:`.train` – ``train(model, train_blocks, eval_blocks, config, trainable=...)``: one
   resumable loop for fresh, grown, cloned or partly frozen models, deterministic on a CPU;
 - :mod:`.step` – one optimiser step: micro-batches to the device, gradient sync once, losses read in batches;
@@ -12,6 +12,8 @@
 - :mod:`.checkpoint` – checkpoints in safetensors + JSON (no pickle);
 - :mod:`.pool` – independent runs side by side in worker processes;
 - :mod:`.shards` – one machine's share of a grid of runs (``ANATOMY_KIT_SHARD="i/n"``);
+- :mod:`.estimates` – the one FLOP and memory model; :mod:`.chapter_costs` – each chapter's time and
+  memory at full scale and at its hour preset;
 """
 
 from .model import LMConfig, PerLayerWidthLM, build_lm, param_count, training_flops

@@ -1,6 +1,6 @@
-"""Time and memory of each chapter at full scale, *estimated* from FLOP counts (the book's page on running).
+"""The one FLOP and memory model: time and memory of a computation, *estimated* from FLOP counts.
 
-For every chapter the dominant computations of its ``full`` defaults are counted in FLOPs
+Computations are counted in FLOPs
 (forward ``2·N + 4·L·T·d`` per token, training three times that, with ``N`` the weights' parameters
 and the LM head included; :func:`anatomy_kit.lm.model.training_flops` for the kit's decoder) and
 divided by an *assumed* throughput of one reference GPU (an H100 SXM; an H200 computes as fast):
@@ -19,20 +19,19 @@ estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares 
 ``torch.cuda.max_memory_allocated``); replace the assumed throughput by a measured one
 (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
 turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
-
-    python -m anatomy_kit.lm.estimates            # the table on the running page
+:mod:`anatomy_kit.lm.chapter_costs` counts each chapter's dominant work with it, at full scale and
+at the hour presets (the page on running).
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ..validate import AnatomyKitError, check_choice, check_int
 
 __all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_FLOPS", "Estimate", "forward_flops", "training_memory",
-           "activation_bytes", "MemoryPlan", "choose_micro_batch", "chapter_estimates", "markdown_table", "duration",
-           "width_solver_rules", "width_solver_runs"]
+           "activation_bytes", "MemoryPlan", "choose_micro_batch", "duration", "width_solver_rules",
+           "width_solver_runs", "pass_flops", "preset_config", "preset_shape", "lm_shape"]
 
 H100_BF16, H100_FP32 = 989e12, 67e12      # dense peaks, NVIDIA H100 SXM data sheet
 #: assumed sustained FLOP/s of the reference GPU, by kind of work
@@ -43,8 +42,9 @@ ASSUMED_FLOPS = {"train-bf16": 0.40 * H100_BF16, "eval-fp32": 0.50 * H100_FP32, 
 class ModelShape:
     """What the estimates need of a model: parameters (head included once), layers, width, vocabulary,
     and for activations the FFN (hidden width, ``"swiglu"`` or ``"gelu"``), the norm (``"rms"`` or
-    ``"layer"``), whether it uses rotary positions, and how many matmuls read each of a layer's two
-    norms (the kit's decoder: one fused q|k|v and one fused gate|up; separate q, k, v: 3)."""
+    ``"layer"``), whether it uses rotary positions, how many matmuls read each of a layer's two
+    norms (the kit's decoder: one fused q|k|v and one fused gate|up; separate q, k, v: 3), and whether
+    the LM head is the embedding table (``tied_head``; an untied model's ``params`` hold both tables)."""
 
     params: float
     n_layers: int
@@ -55,6 +55,7 @@ class ModelShape:
     rope: bool = True
     norm: str = "rms"
     norm_readers: tuple[int, int] = (1, 1)
+    tied_head: bool = True
 
     @property
     def width(self) -> int:
@@ -67,9 +68,13 @@ class ModelShape:
         return (8 if self.norm == "rms" else 4) * self.d_model
 
 
+#: The hub models whose config.json says ``tie_word_embeddings: false`` (their head is a second table).
+UNTIED_HEADS = frozenset({"meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.3"})
 #: The hub models of the chapters' full scale (numbers from their config.json and model cards).
-HUB_SHAPES = {name: ModelShape(*shape, norm_readers=(3, 2)) for name, shape in {   # q, k, v; gate, up
+HUB_SHAPES = {name: ModelShape(*shape, norm_readers=(3, 2), tied_head=name not in UNTIED_HEADS)  # q, k, v; gate, up
+              for name, shape in {
     "HuggingFaceTB/SmolLM2-135M": (134.5e6, 30, 576, 49152, 1536),
+    "HuggingFaceTB/SmolLM2-1.7B": (1.71e9, 24, 2048, 49152, 8192),
     "meta-llama/Llama-3.2-1B": (1.24e9, 16, 2048, 128256, 8192),
     "meta-llama/Llama-3.2-3B": (3.21e9, 28, 3072, 128256, 8192),
     "meta-llama/Llama-3.1-8B": (8.03e9, 32, 4096, 128256, 14336),
@@ -181,7 +186,7 @@ def choose_micro_batch(m: ModelShape, seq_len: int, rows: int, free_bytes: float
                           "memory, or fsdp=True over several GPUs")
 
 
-def _preset_config(name: str):
+def preset_config(name: str):
     """The uniform-width decoder of preset ``name`` (every rule has its parameter count)."""
     from ..lm import PRESETS, LMConfig
 
@@ -190,10 +195,10 @@ def _preset_config(name: str):
                     ffn_widths=[P["mean_width"]] * P["n_layers"], max_seq_len=P["block_size"])
 
 
-def _preset_shape(name: str) -> ModelShape:
+def preset_shape(name: str) -> ModelShape:
     from ..lm import PRESETS, param_count
 
-    cfg = _preset_config(name)
+    cfg = preset_config(name)
     return ModelShape(float(param_count(cfg)), cfg.n_layers, cfg.d_model, cfg.vocab_size, PRESETS[name]["mean_width"])
 
 
@@ -208,7 +213,7 @@ def lm_shape(config) -> ModelShape:
 
 @dataclass
 class Estimate:
-    """One chapter's dominant work at full scale: FLOPs, assumed throughput, hours, peak GPU memory."""
+    """One chapter's dominant work at a scale: FLOPs, assumed throughput, hours, peak GPU memory."""
 
     chapter: str
     work: str
@@ -227,45 +232,6 @@ def duration(hours: float) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.0f} days"
 
 
-def _ch01() -> Estimate:
-    m, tokens, L = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 64 * 256, 30
-    layer = (m.params - m.vocab * m.d_model) / L
-    head = m.vocab * m.d_model
-    per_strategy = sum((L - l) * layer + head for l in range(L))       # prefix-cached sweep
-    flops = 2 * tokens * (L * layer + head + 4 * per_strategy)           # capture + 4 strategies
-    cache = 4 * L * tokens * m.d_model                                   # the prefix cache: every layer's input
-    return Estimate("ch01_ablation_map", "4 ablation maps × 30 layers, 64 × 256 tokens, prefix-cached", flops,
-                    "eval-fp32", (4 * m.params + cache) / 1e9)
-
-
-def _ch02() -> Estimate:
-    m, T = HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], 256
-    runs = 30 * 3 * 3                                                     # layers × learning rates × noise draws
-    train = runs * 300 * 3 * forward_flops(m, 8 * T, T)                   # 300 steps of 8 blocks, whole model
-    evals = runs * 300 * forward_flops(m, 16 * T, T)                      # evaluation after every step
-    return Estimate("ch02_anatomy_weights", "recovery: 270 runs × 300 steps (8 blocks), eval each step",
-                    train + evals, "train-fp32", training_memory(m, T, 8, precision="fp32") / 1e9)
-
-
-def _ch03() -> Estimate:
-    m, T = ModelShape(9.6e6, 12, 256, 8192, 469), 256
-    runs = 4 * 5                                                          # schedules incl. the reference × seeds
-    flops = runs * 656 * 3 * forward_flops(m, 32 * T, T)
-    return Estimate("ch03_growth_training", "≤ 20 runs × 656 steps of 32 × 256 tokens (12 × 256 decoder)", flops,
-                    "train-fp32", training_memory(m, T, 32, precision="fp32") / 1e9)
-
-
-def _ch04() -> Estimate:
-    flops, mem = 0.0, 0.0
-    for m in (HUB_SHAPES[k] for k in HUB_SHAPES if not k.startswith("HuggingFaceTB/")):
-        clouds = forward_flops(m, 32 * 256, 256)
-        sensitivity = m.n_layers * 3 * forward_flops(m, 16 * 256, 256) / 2   # replay from layer ℓ, 3 draws
-        flops += clouds + sensitivity
-        mem = max(mem, 4 * m.params + 8 * 8 * 256 * m.vocab)
-    return Estimate("ch04_geometric_work", "7 models: clouds (32 × 256 tokens) + FFN sensitivity (3 draws per layer)",
-                    flops, "eval-fp32", mem / 1e9)
-
-
 def width_solver_rules() -> list[str]:
     """Chapter 5's allocation rules at full scale: our rule for each row of the paper's 440M table
     (``p2.val_loss_440m`` in data_manifest/references.yaml), then TLM's contrast, the taper reversed."""
@@ -282,7 +248,7 @@ def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
     from ..lm import PRESETS, param_count, training_flops
 
     check_choice("preset", preset, [k for k in PRESETS if k != "smoke"])
-    P, cfg = PRESETS[preset], _preset_config(preset)
+    P, cfg = PRESETS[preset], preset_config(preset)
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
     runs = check_int("n_rules", len(width_solver_rules()) if n_rules is None else n_rules, minimum=1) * P["n_seeds"]
     flops = training_flops(cfg, tokens, P["block_size"])
@@ -292,65 +258,11 @@ def width_solver_runs(preset: str = "440M", n_rules: int | None = None) -> dict:
             "FLOPs per run": flops, "GPU hours per run": hours, "GPU days, all runs": hours * runs / 24}
 
 
-def _ch05() -> Estimate:
-    from ..lm import PRESETS, training_flops
-
-    P = PRESETS["440M"]
-    m, cfg = _preset_shape("440M"), _preset_config("440M")
-    tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    runs = width_solver_runs("440M")["runs"]                              # chapter 5's rules × seeds
-    return Estimate("ch05_width_solver", f"{runs} runs of the 440M preset, {tokens / 1e9:.1f}B tokens each",
-                    runs * training_flops(cfg, tokens, P["block_size"]), "train-bf16",
-                    training_memory(m, P["block_size"], P["batch_size"]) / 1e9)
-
-
-def _ch06() -> Estimate:
-    from ..growth import recipe as R
-
-    r = R.paper_d256_d384()
-    ms = R.paper_multistage()
-    tps, T, seeds = r.tokens_per_step, r.block_size, 3
-
-    def shape(d: int) -> ModelShape:
-        return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
-                          norm="layer", norm_readers=(3, 1))
-
-    def train(d: int, steps: int) -> float:
-        return 3 * forward_flops(shape(d), steps * tps, T)
-
-    arms = len(R.CONDITIONS) - 1                                          # every arm but the cold start
-    per_seed = (train(r.d_small, r.steps_small) + arms * train(r.d_large, r.steps_grown)
-                + train(r.d_large, r.steps_small + r.steps_grown))        # the cold start, equal tokens
-    chain = train(max(ms.ms_widths), ms.ms_total_steps)                   # upper bound: all at the last width
-    return Estimate("ch06_width_growth", f"{seeds} seeds × ({arms} grown arms + cold start), d{r.d_small} → "
-                    f"d{r.d_large}; one {len(ms.ms_widths)}-stage chain", seeds * per_seed + chain, "train-bf16",
-                    training_memory(shape(max(ms.ms_widths)), T, r.batch_size) / 1e9)
-
-
-def chapter_estimates() -> list[Estimate]:
-    """The estimates of every chapter, in book order."""
-    return [_ch01(), _ch02(), _ch03(), _ch04(), _ch05(), _ch06()]
-
-
-def markdown_table(flops_per_s: float | None = None) -> str:
-    """The running page's table (``flops_per_s`` replaces every assumed throughput by one measured figure)."""
-    lines = ["| chapter | dominant work at full scale | FLOPs | FLOP/s | time on one H100 (estimate) "
-             "| peak GPU memory, GB (estimate) |", "|---|---|---|---|---|---|"]
-    for e in chapter_estimates():
-        rate = flops_per_s or ASSUMED_FLOPS[e.kind]
-        label = "measured" if flops_per_s else e.kind
-        lines.append(f"| `{e.chapter}` | {e.work} | {e.flops:.1e} | {rate:.1e} ({label}) | {duration(e.hours(flops_per_s))} "
-                     f"| {e.memory_gb:,.0f} |")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flops", type=float, default=None, help="a measured FLOP/s to use instead of the assumptions")
-    args = ap.parse_args(argv)
-    print(markdown_table(args.flops))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def pass_flops(m: ModelShape, layer_tokens: float, head_tokens: float, seq_len: int) -> float:
+    """FLOPs of ``layer_tokens`` tokens through one decoder layer and ``head_tokens`` through the LM head
+    (the count of :func:`forward_flops`, split per layer and head; the card's stages). An untied model's
+    input embedding is a lookup (no FLOPs), so it is taken out of the layers' share with the head."""
+    head_params = m.vocab * m.d_model
+    tables = head_params if m.tied_head else 2 * head_params
+    per_layer = 2 * (m.params - tables) / m.n_layers + 4 * seq_len * m.d_model
+    return layer_tokens * per_layer + head_tokens * 2 * head_params

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..card.widths import EXPONENT, UPPER_FACTOR, suggest_widths
 from ..growth import phases, sources
+from ..hour import HOUR_PRESETS
 from ..jsonio import read_json
 from ..validate import AnatomyKitError, as_vector, check_choice, check_int, check_positive
 
@@ -92,6 +93,8 @@ class ScheduleSettings:
 CH03_DEFAULTS = {
     "smoke": ScheduleSettings(n_layers=10, steps=180, lr=6e-3, max_anti=1, clone_noise=0.05, anti_scale=0.9,
                               source="chapter 3's smoke defaults"),
+    "hour": ScheduleSettings(**{k: HOUR_PRESETS["ch03_growth_training"][k] for k in (
+        "n_layers", "steps", "lr", "max_anti", "clone_noise", "anti_scale")}, source="chapter 3's hour defaults"),
     "full": ScheduleSettings(n_layers=12, steps=656, lr=3e-3, max_anti=2, clone_noise=0.05, anti_scale=0.9,
                              source="chapter 3's full-scale defaults"),
 }
