@@ -82,7 +82,8 @@ class Claim:
     ``registry_status`` (``"registered"``, ``"amended"``, ``"not judged"`` or ``"unchecked"``),
     ``amendment`` (its date, what, why, ``seen_before``, or ``None``), ``registered_verdict`` /
     ``registered_reason`` (under the registered rule; ``None`` unless amended), ``amended_verdict`` /
-    ``amended_reason`` (under the amendment) and ``standing`` (which of the two is ``verdict``).
+    ``amended_reason`` (under the amendment) and ``standing`` (which of the two is ``verdict``);
+    ``p``: the deciding test's p-value (``None`` when the rule is no test), for Holm's correction.
     """
     id: str
     ours: Any
@@ -110,6 +111,7 @@ class Claim:
     amended_verdict: str | None = field(init=False)
     amended_reason: str | None = field(init=False)
     standing: str | None = field(init=False)
+    p: float | None = field(init=False)
 
     def __post_init__(self) -> None:
         refs = references()
@@ -153,7 +155,7 @@ class Claim:
                             ("registered_verdict", registered and registered.verdict),
                             ("registered_reason", registered and registered.reason),
                             ("amended_verdict", amended and amended.verdict),
-                            ("amended_reason", amended and amended.reason), ("standing", which)):
+                            ("amended_reason", amended and amended.reason), ("standing", which), ("p", decision.p)):
             object.__setattr__(self, name, value)
 
     def _match(self) -> Match | None:
@@ -176,7 +178,7 @@ class Claim:
         return {"id": self.id, "ours": _jsonable(_summary(self.ours)), "ours_data": _jsonable(self.ours),
                 "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
                 "shown": self.shown, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
-                "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
+                "null": self.null, "p": self.p, "paper": _jsonable(self.paper), "unit": self.unit,
                 "rule_spec": rule_spec(self.rule), "fingerprint": self.fingerprint,
                 "registry": {"status": self.registry_status, "amendment": self.amendment,
                              "registered_verdict": self.registered_verdict,
