@@ -70,3 +70,13 @@ def test_the_report_counts_amended_claims_and_holm_survivors(tmp_path):
     assert "1 not judged under their registered rule" in text
     # positive as decided: growth_val_losses and growth_speedup; one rests on a test, and it survives
     assert "2 reproduced or partly as decided; of the 1 of them that rest on a test, 1 survive Holm" in text
+
+
+def test_every_claim_has_a_short_human_title_and_tables_show_it():
+    from anatomy_kit.manifest import references
+
+    refs = references()
+    long = {k: v.get("title") for k, v in refs.items() if not v.get("title") or len(v["title"]) > 40}
+    assert not long, f"titles missing or over 40 characters: {long}"
+    html = claims_html(_claims())
+    assert refs["p1.critical_core"]["title"].replace("–", "–") in html and ">Critical core<" not in html

@@ -53,7 +53,7 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
             if claim.get("id") not in refs:
                 raise AnatomyKitError(f"{path}: claim {claim.get('id')!r} has no entry in data_manifest/references.yaml")
             ref = refs[claim["id"]]
-            claim["paper"] = {k: ref.get(k) for k in ("claim", "value", "unit", "source")}
+            claim["paper"] = {k: ref.get(k) for k in ("title", "claim", "value", "unit", "source")}
         if timings and doc["chapter"] in timings:
             doc["wall_seconds"] = timings[doc["chapter"]]
         chapters.append(doc)
