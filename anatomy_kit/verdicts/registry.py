@@ -246,7 +246,9 @@ class Match:
         r = self.registration
         return {"status": self.status, "date": r.date, "fingerprint": r.fingerprint,
                 "seen_before": r.seen_before, "note": r.note,
-                "amendment": self.amendment.to_dict() if self.amendment is not None else None}
+                "amendment": self.amendment.to_dict() if self.amendment is not None else None,
+                "earlier_amendments": [a.to_dict() for a in r.amendments[:r.amendments.index(self.amendment)]]
+                if self.amendment is not None else []}
 
 
 def _text(where: str, key: str, x: Any) -> str:

@@ -247,7 +247,9 @@ def amendment_lines(record: Mapping) -> tuple[tuple[str, str], ...]:
     seen = "after the numbers had been seen" if a.get("seen_before") else "before the numbers were seen"
     stands = ("the registered verdict stands: an amendment may make a verdict stricter, never more favourable"
               if record.get("standing") == "registered" else "the amended verdict stands (no more favourable)")
-    return (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
+    earlier = tuple(("amended earlier", f"{e.get('date')}: {e.get('what')}. Why: {e.get('why')}")
+                    for e in reg.get("earlier_amendments") or [])
+    return earlier + (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
             ("under the registered rule", f"{record.get('registered_verdict')}: {record.get('registered_reason')}"),
             ("under the amended rule", f"{record.get('amended_verdict')}: {record.get('amended_reason')}"),
             ("verdict shown", stands)) + late
