@@ -22,8 +22,8 @@ An amendment may make a verdict stricter, never more favourable (:func:`standing
 :data:`FAVOUR`): the claim is decided under both rules, and when the amended verdict would be more
 favourable than the registered one the registered verdict stands, with the amended one shown beside it.
 
-Command line: ``python -m anatomy_kit.verdicts.registry check`` (every entry's fingerprint agrees
-with its spec) and ``show [CLAIM]``; nothing here ever writes the registry.
+Command line: ``python -m anatomy_kit.verdicts check`` (every entry's fingerprint agrees with its
+spec) and ``show [CLAIM]``; nothing here ever writes the registry.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     """``check``: read and verify the registry; ``show [CLAIM]``: print it. Never writes."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("check", "show") or len(args) > 2 or (args[0] == "check" and len(args) > 1):
-        print("usage: python -m anatomy_kit.verdicts.registry check | show [CLAIM]", file=sys.stderr)
+        print("usage: python -m anatomy_kit.verdicts check | show [CLAIM]", file=sys.stderr)
         return 2
     try:
         registry = rule_registry()
@@ -394,7 +394,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
