@@ -272,3 +272,43 @@ def test_every_claim_of_the_built_report_matches_the_registry():
             assert fp in amended and c["registry"]["registered_verdict"] and c["registry"]["amendment"]
         else:
             assert status == "registered" and fp == entry.fingerprint, f"{c['id']}: {status}, {fp}"
+
+
+def test_a_wrapper_declared_with_conditions_round_trips_and_fingerprints_as_its_rule_and_condition_names(monkeypatch):
+    """The shape of a precondition wrapper (``Wrapper(rule, *conditions)``, each condition a name, a text and an
+    optional minimum): rebuilt from its spec, and its fingerprint is the wrapped rule's plus the conditions' names
+    and minimums, whatever their texts."""
+    from dataclasses import dataclass as dc
+
+    @dc(frozen=True)
+    class Condition:
+        name: str
+        needs: str
+        minimum: float | None = None
+
+    @dc(frozen=True, init=False)
+    class Wrapper:
+        rule: object
+        conditions: tuple
+
+        def __init__(self, rule, *conditions):
+            object.__setattr__(self, "rule", rule)
+            object.__setattr__(self, "conditions", tuple(conditions))
+
+        def decide(self, ours, reference):
+            return self.rule.decide(ours, reference)
+
+        def describe(self, reference):
+            return self.rule.describe(reference)
+
+    classes = {**REG._rule_classes(), "Condition": Condition, "Wrapper": Wrapper}
+    monkeypatch.setattr(REG, "_rule_classes", lambda: classes)
+    w = Wrapper(CORE, Condition("model size", "at least 128M parameters", 1.28e8), Condition("corpus", "OpenWebText"))
+    assert REG.build_rule(json.loads(json.dumps(REG.rule_spec(w)))) == w
+    reworded = Wrapper(CORE, Condition("model size", "128M or more", 1.28e8), Condition("corpus", "the paper's"))
+    assert REG.fingerprint(reworded) == REG.fingerprint(w)
+    assert REG.fingerprint(Wrapper(CORE, Condition("model size", "x", 2.56e8), Condition("corpus", "y"))) != \
+        REG.fingerprint(w)
+    assert REG.fingerprint(Wrapper(CORE, Condition("model", "x", 1.28e8), Condition("corpus", "y"))) != \
+        REG.fingerprint(w)
+    assert REG.fingerprint(Wrapper(IntervalBelow(0.0), *w.conditions)) != REG.fingerprint(w)
