@@ -237,12 +237,14 @@ def test_the_installed_registry_reads_and_every_entry_rebuilds():
 
 
 def test_cli_check_and_show(capsys):
-    assert REG.main(["check"]) == 0 and "every fingerprint matches" in capsys.readouterr().out
-    assert REG.main(["show", "p1.critical_core"]) == 0
+    from anatomy_kit.verdicts.registry_cli import main
+
+    assert main(["check"]) == 0 and "every fingerprint matches" in capsys.readouterr().out
+    assert main(["show", "p1.critical_core"]) == 0
     out = capsys.readouterr().out
     assert "amended 2026-12-03" in out and "params.null: 'exchangeable' → 'edge'" in out
-    assert REG.main(["register", "x"]) == 2
-    assert REG.main(["show", "p9.none"]) == 1
+    assert main(["register", "x"]) == 2
+    assert main(["show", "p9.none"]) == 1
 
 
 @pytest.mark.book

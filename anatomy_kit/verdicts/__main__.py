@@ -1,5 +1,5 @@
-"""``python -m anatomy_kit.verdicts check | show [CLAIM]``: the rule registry's command line (:func:`.registry.main`)."""
+"""``python -m anatomy_kit.verdicts check | show [CLAIM]``: the rule registry's command line."""
 
-from .registry import main
+from .registry_cli import main
 
 raise SystemExit(main())

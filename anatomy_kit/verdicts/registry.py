@@ -25,8 +25,8 @@ An amendment may make a verdict stricter, never more favourable (:func:`standing
 :data:`FAVOUR`): the claim is decided under both rules, and when the amended verdict would be more
 favourable than the registered one the registered verdict stands, with the amended one shown beside it.
 
-Command line: ``python -m anatomy_kit.verdicts check`` (every entry's fingerprint agrees with its
-spec) and ``show [CLAIM]``; nothing here ever writes the registry.
+Command line: ``python -m anatomy_kit.verdicts check | show [CLAIM]`` (:mod:`.registry_cli`);
+nothing ever writes the registry.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import hashlib
 import inspect
 import json
 import math
-import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import lru_cache
 from typing import Any, Mapping
@@ -389,38 +388,3 @@ def standing(registered: str, amended: str) -> str:
         if v not in FAVOUR:
             raise AnatomyKitError(f"verdict {v!r} is not one of {list(FAVOUR)}")
     return "registered" if FAVOUR[amended] > FAVOUR[registered] else "amended"
-
-
-def _show(registry: RuleRegistry, claim: str | None) -> str:
-    ids = [claim] if claim else sorted(registry.entries)
-    lines = []
-    for cid in ids:
-        if cid not in registry.entries:
-            raise AnatomyKitError(f"claim {cid!r} is not registered; known: {', '.join(sorted(registry.entries))}")
-        r = registry.entries[cid]
-        lines.append(f"{cid}: {r.spec['rule']} {r.fingerprint} registered {r.date}")
-        for a in r.amendments:
-            lines.append(f"  amended {a.date} → {a.spec['rule']} {a.fingerprint}: {a.what} "
-                         f"({'after' if a.seen_before else 'before'} the numbers were seen). Why: {a.why}")
-            if claim:
-                lines += [f"    {d}" for d in spec_difference(r.spec, a.spec)]
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``check``: read and verify the registry; ``show [CLAIM]``: print it. Never writes."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("check", "show") or len(args) > 2 or (args[0] == "check" and len(args) > 1):
-        print("usage: python -m anatomy_kit.verdicts check | show [CLAIM]", file=sys.stderr)
-        return 2
-    try:
-        registry = rule_registry()
-        if args[0] == "check":
-            n_amended = sum(bool(r.amendments) for r in registry.entries.values())
-            print(f"{len(registry.entries)} claims registered, {n_amended} amended; every fingerprint matches its spec")
-        else:
-            print(_show(registry, args[1] if len(args) > 1 else None))
-    except AnatomyKitError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
