@@ -69,7 +69,7 @@ def test_metrics_and_report(tmp_path):
     claim = doc["claims"][0]
     assert claim["paper"]["value"] == 22.60 and claim["ours"] == 24.3
     md = (tmp_path / "report.md").read_text()   # the page's layout is tested in tests/test_report.py
-    assert "Baseline PPL" in md and ">not comparable</span>" in md
+    assert "Baseline perplexity 22.6" in md and ">not comparable</span>" in md
     assert md.count("other text") == 2          # the row's line of why and the reason in its details
     assert "<dt>note</dt><dd>ten sentences against the docs</dd>" in md
     assert json.loads((tmp_path / "report.json").read_text()) == report

@@ -10,6 +10,10 @@
 - :mod:`.decision` – the verdicts (with "mixed" and "holds by construction"), the combination table, the
   one-line summary and the near-threshold mark;
 - :mod:`.nulls` – the edge-structured chance null for layer sets and ranks;
+- :mod:`.registry` – every claim's rule as data, its fingerprint, and the registry of rules with their
+  amendments (``data_manifest/rule_registry.yaml``) each claim is checked against (:mod:`.registry_cli`:
+  ``python -m anatomy_kit.verdicts check | show``);
+- :mod:`.multiplicity` – Holm's correction within each paper's claims;
 - :mod:`.tables` – compact claims tables (a verdict badge, one line of why, details folded).
 """
 

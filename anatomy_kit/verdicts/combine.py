@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..validate import AnatomyKitError
-from .decision import VERDICTS, Decision, _g, _number, combine_verdicts, near_threshold, shorten
+from .decision import VERDICTS, Decision, _g, _number, combine_verdicts, joint_p, near_threshold, shorten
 
 COMBINATION_TEXT = ("The claim is reproduced if every counted part is; mixed if one part is reproduced (or partly) "
                     "and another not reproduced, or a part is mixed; partly reproduced if some part is reproduced or "
@@ -60,8 +60,9 @@ class AllOf:
                           for w in ("interval", "null"))
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
         near = any(d.near_threshold for _, d in done if d.verdict != "holds by construction")
+        p = joint_p([d.p for _, d in done if d.verdict != "holds by construction"])
         return Decision(combine_verdicts(verdicts), reason, interval, null,
-                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near)
+                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p)
 
 
 @dataclass(frozen=True)
@@ -139,4 +140,4 @@ class Requires:
         inner = self.rule.decide(ours["value"], reference)
         return Decision(inner.verdict, f"{self.what} is {_g(x)} ≥ {_g(self.minimum)}; {inner.reason}",
                         inner.interval, inner.null, inner.summary or shorten(inner.reason),
-                        inner.near_threshold or gate_near)
+                        inner.near_threshold or gate_near, inner.shown, p=inner.p)

@@ -80,15 +80,16 @@ class Close:
         for band, verdict in bands:
             if paper - band <= low and high <= paper + band:
                 return Decision(verdict, f"ours {text} is within ±{_g(band)} of the paper's {_g(paper)}", text,
-                                summary=shorten(f"{brief}: within ±{_g(band)} of the paper's {_g(paper)}"),
+                                summary=shorten(f"{brief} lies within ±{_g(band)} of the paper's {_g(paper)}"),
                                 near_threshold=near)
         outer = bands[-1][0]
         if high < paper - outer or low > paper + outer:
             return Decision("not reproduced", f"ours {text} lies outside ±{_g(outer)} of {_g(paper)}", text,
-                            summary=shorten(f"{brief}: outside ±{_g(outer)} of the paper's {_g(paper)}"),
+                            summary=shorten(f"{brief} lies outside ±{_g(outer)} of the paper's {_g(paper)}"),
                             near_threshold=near)
         return Decision("not established", f"ours {text} overlaps the edge of ±{_g(outer)} around {_g(paper)}", text,
-                        summary=shorten(f"{brief}: overlaps the edge of ±{_g(outer)} around {_g(paper)}"),
+                        summary=shorten(f"{brief} reaches across the edge of ±{_g(outer)} around the paper's "
+                                        f"{_g(paper)}, so it cannot tell"),
                         near_threshold=near)
 
 
@@ -116,13 +117,15 @@ class IntervalBelow:
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         side, t = "below" if self._below else "above", _g(self.threshold)
-        verdicts = {"beyond": ("reproduced", f"entirely {side} {t}"), "wrong": ("not reproduced", f"not {side} {t}"),
-                    "straddles": ("not established", f"contains {t}")}
+        verdicts = {"beyond": ("reproduced", f"lies entirely {side} {t}"),
+                    "wrong": ("not reproduced", f"does not lie {side} {t}"),
+                    "straddles": ("not established", f"reaches both sides of {t}, so it cannot tell")}
 
         def classify(low: float, high: float) -> tuple[str, str]:
             return verdicts[_side((low, high, ""), self.threshold, self._below)]
 
-        return _judge_each(ours, self.confidence, self.method, classify, [self.threshold], f"entirely {side} {t}")
+        return _judge_each(ours, self.confidence, self.method, classify, [self.threshold], f"entirely {side} {t}",
+                           test="two-sided")
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,9 @@ class SetOverlap:
       the nearest edge kept, the rest shuffled; ``draws`` seeded Monte Carlo draws with ``seed``);
       ``ours = {"set": [layers], "profile": {layer: importance or interval}}`` (larger = more important,
       the candidate layers; pass the map the set was picked from, so that the set's ranks in it are the
-      ranks it was picked at; ``n_layers``, if given, must equal their number).
+      ranks it was picked at; ``n_layers``, if given, must equal their number);
+    - ``"both"``: both of the above on the same map, and the larger p decides (the edge null is
+      anti-conservative for a set far from the edges, the exchangeable one for a set at the edges).
 
     ``ours`` may be that mapping with the exchangeable null too (``n_layers`` then defaults to the map's size).
     """
@@ -197,7 +202,7 @@ class SetOverlap:
 
     def __post_init__(self) -> None:
         check_int("full", self.full, minimum=check_int("partly", self.partly, minimum=1))
-        check_choice("null", self.null, ("exchangeable", "edge"))
+        check_choice("null", self.null, ("exchangeable", "edge", "both"))
         check_int("draws", self.draws, minimum=100)
         check_int("seed", self.seed, minimum=0)
 
@@ -205,7 +210,11 @@ class SetOverlap:
         text = (f"Reproduced if ours shares at least {self.full} of the paper's "
                 f"{sorted(paper_value(reference, self.key))}; partly reproduced if at least {self.partly}; "
                 "otherwise not reproduced.")
-        if self.null == "edge":
+        if self.null == "both":
+            text += (f" Either counts only if, under both {EDGE_NULL_TEXT} ({self.draws:,} draws, seed {self.seed}) "
+                     "and a random set of our size with layers exchangeable (hypergeometric), as many are shared "
+                     f"with probability ≤ {self.alpha:g}: the larger p decides; otherwise not established.")
+        elif self.null == "edge":
             text += (f" Either counts only if sets drawn by {EDGE_NULL_TEXT} share as many with probability ≤ "
                      f"{self.alpha:g} ({self.draws:,} draws, seed {self.seed}); otherwise not established.")
         elif self.n_layers:
@@ -225,7 +234,14 @@ class SetOverlap:
                    "partly reproduced" if len(shared) >= self.partly else "not reproduced")
         reason = f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)} {shared}"
         chance, null = None, ""
-        if self.null == "edge":
+        if self.null == "both":
+            edge = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
+            exchangeable = overlap_chance(len(shared), n_layers, len(paper), len(mine))
+            chance, null = max(edge, exchangeable), "the larger of two nulls"
+            reason += (f"; as many are shared with {format_p(edge)} under {EDGE_NULL_TEXT} ({self.draws:,} draws) "
+                       f"and with {format_p(exchangeable)} with layers exchangeable (hypergeometric, {n_layers} "
+                       "layers): the larger decides")
+        elif self.null == "edge":
             chance = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
             null = "edge-structured null"
             reason += f"; under {EDGE_NULL_TEXT}, {self.draws:,} draws, as many are shared with {format_p(chance)}"
@@ -240,7 +256,7 @@ class SetOverlap:
         summary = f"shares {len(shared)} of the paper's {len(paper)} layers" + (f" {shared}" if shared else "")
         summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
         shown = "{" + ", ".join(map(str, sorted(mine))) + "}"
-        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown)
+        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown, p=chance)
 
     def _split(self, ours: Any) -> tuple[Any, dict | None]:
         """``(the set, the importance map or None)``."""
@@ -252,8 +268,8 @@ class SetOverlap:
             if self.n_layers and self.n_layers != len(profile):
                 raise AnatomyKitError(f"n_layers={self.n_layers} but the importance map has {len(profile)} layers")
             return ours["set"], profile
-        if self.null == "edge":
-            raise AnatomyKitError('SetOverlap(null="edge") needs ours = {"set": [layers], "profile": {layer: '
+        if self.null in ("edge", "both"):
+            raise AnatomyKitError(f'SetOverlap(null="{self.null}") needs ours = {{"set": [layers], "profile": {{layer: '
                                   "importance}}: the null is fitted on the map's own edge profile")
         return ours, None
 
@@ -284,7 +300,8 @@ class RankCorrelation:
             verdict, why = "reproduced", f"{sign}, as the paper says"
         else:
             verdict, why = "not reproduced", f"the opposite of the paper's {sign} sign"
-        return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near)
+        p = r.p if r.n >= self.min_n and not math.isnan(r.p) else None
+        return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near, p=p)
 
 
 @dataclass(frozen=True)
@@ -339,7 +356,7 @@ class BeyondNull:
         reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
         near = p_near_alpha(p, self.alpha) or p_near_alpha(q, self.alpha)
         return Decision(verdict, reason, None, r.describe(),
-                        summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near)
+                        summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near, p=p)
 
 
 @dataclass(frozen=True)
