@@ -37,11 +37,12 @@ from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstructio
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim", "claims_table",
-           "explanation", "paper_value"]
+           "BeyondNull", "AllOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim",
+           "claims_table", "explanation", "paper_value"]
 
 RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, IntervalAbove, IntervalContains, "
-              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Precondition, NotComparable or ByConstruction")
+              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Precondition, NotComparable or "
+              "ByConstruction")
 
 
 @dataclass(frozen=True)

@@ -369,16 +369,16 @@ class BeyondNull:
         return 1 / r.n_perm if r.method == "exact" else 1 / (1 + r.n_perm)
 
     def _permutation(self, r: PermutationNull) -> Decision:
-        best = self.smallest_p(r)
-        null = f"{r.n_perm:,} {'enumerated null values' if r.method == 'exact' else 'null draws'}"
-        if no := unattainable(best, self.alpha, null):
-            return Decision(no.verdict, f"observed {_g(r.observed)}; {no.reason}", None, r.describe(),
-                            summary=no.summary)
         p, q = r.p_value(self.direction), r.p_value("less" if self.direction == "greater" else "greater")
         if r.null_sd == 0 and math.isclose(r.observed, r.null_mean, rel_tol=1e-9, abs_tol=1e-12):
             return Decision("not established", f"ours {_g(r.observed)} equals the null model's value "
                             "(every shuffled order gives it)", None, r.describe(),
                             summary=f"ours {_g(r.observed)} equals the null model's value")
+        best = self.smallest_p(r)
+        null = f"{r.n_perm:,} {'enumerated null values' if r.method == 'exact' else 'null draws'}"
+        if no := unattainable(best, self.alpha, null):
+            return Decision(no.verdict, f"observed {_g(r.observed)}; {no.reason}", None, r.describe(),
+                            summary=no.summary)
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
         draws = getattr(r, "draws", None) or ("distinct orders" if r.method == "exact" else "shuffles")
         reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
