@@ -52,6 +52,10 @@ __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost"
            "paper_value"]
 
 
+_SIGN_FLIP_FLOOR = (" A sign-flip interval on n paired values whose smallest attainable p, 2/2ⁿ, exceeds the "
+                    "level (n ≤ 5 at 95 %) gives not comparable: the design cannot speak.")
+
+
 @dataclass(frozen=True)
 class Close:
     """Within ``tol = max(abs_tol, rel_tol·|paper|)`` of the paper's number; partly within ``partly_factor·tol``."""
@@ -119,7 +123,7 @@ class IntervalBelow:
         return (f"Reproduced if every {_pct(self.confidence)} {kind} lies entirely {side} {t}; partly reproduced if "
                 f"some do and the others contain {t}; mixed if some lie entirely {side} {t} and others {other} it; not "
                 f"established if all contain {t}; not reproduced if none lies {side} {t} and some lie {other} it "
-                "(a point on the threshold counts as not beyond it).")
+                "(a point on the threshold counts as not beyond it)." + _SIGN_FLIP_FLOOR * (self.method == "sign-flip"))
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         side, t = "below" if self._below else "above", _g(self.threshold)
@@ -402,7 +406,8 @@ class IntervalContains:
     def describe(self, reference: Mapping) -> str:
         return (f"Reproduced if every {_pct(self.confidence)} {self.method or 'plain'} interval contains {_g(self.value)} "
                 "(no difference established, as the paper says); mixed if some do and others exclude it; not "
-                "reproduced if none does. This is no test of equality: that needs Equivalent and its margin.")
+                "reproduced if none does. This is no test of equality: that needs Equivalent and its margin."
+                + _SIGN_FLIP_FLOOR * (self.method == "sign-flip"))
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         v = _g(self.value)
