@@ -20,9 +20,10 @@ import yaml
 
 from .validate import AnatomyKitError
 
-__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "LIMITED_BY"]
+__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "rule_registry_doc",
+           "LIMITED_BY"]
 
-FILES = ("models", "corpora", "references")
+FILES = ("models", "corpora", "references", "rule_registry")
 
 #: What would most likely change our verdict on a claim, the ``limited_by`` field of every entry of
 #: ``references.yaml``, in the order the book's verdict table groups them: more paired seeds or runs
@@ -83,3 +84,9 @@ def reference(claim_id: str) -> dict:
         raise AnatomyKitError(f"claim id {claim_id!r} is not in data_manifest/references.yaml; add an entry with "
                               "claim, value, unit and source first")
     return refs[claim_id]
+
+
+def rule_registry_doc() -> dict:
+    """The parsed ``rule_registry.yaml`` (each claim's registered rule and its amendments); read it through
+    :func:`anatomy_kit.verdicts.registry.rule_registry`, which checks every fingerprint."""
+    return _load("rule_registry")

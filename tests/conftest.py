@@ -10,6 +10,7 @@ import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from anatomy_kit.verdicts.claims import installed_registry as _INSTALLED_REGISTRY  # noqa: E402  (before the patch)
 ROOT = Path(__file__).resolve().parents[1]
 
 # Float tolerances derived from the computation compared (tests must hold on every CPU kernel path:
@@ -104,3 +105,27 @@ def saved_tiny_model(tmp_path_factory, tokenizer):
     tiny_llama().save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _claims_unchecked_by_default():
+    """Unit tests build claims with made-up rules for real claim ids: check them against no registry.
+
+    Chapters, the report and the book test always check against ``data_manifest/rule_registry.yaml``;
+    a test that wants the installed registry as the default asks for ``installed_registry_default``
+    (tests/test_registry.py), and any test may pass ``Claim(..., registry=...)`` explicitly. Session
+    scope, so that module-scoped fixtures that build claims see it too."""
+    from anatomy_kit.verdicts import claims
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(claims, "installed_registry", lambda: None)
+        yield
+
+
+@pytest.fixture
+def installed_registry_default(monkeypatch):
+    """Claims built in this test are checked against the installed rule registry by default, as in a chapter."""
+    from anatomy_kit.verdicts import claims
+
+    monkeypatch.setattr(claims, "installed_registry", _INSTALLED_REGISTRY)

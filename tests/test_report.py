@@ -43,7 +43,8 @@ def test_the_report_starts_with_a_summary(tmp_path):
     assert 'class="ak-summary"' in summary and 'class="ak-matrix"' in summary
     assert "CPU kernels AVX2" in summary and "threads 2 / 4" in summary and "transformers 4.57.1" in summary
     assert PAPERS["p1"] in summary and PAPERS["tlm"] in summary and PAPERS["p2"] not in summary
-    assert "<em>holds</em>: Critical core" in summary and "<em>does not hold</em>: L11 ablation" in summary
+    assert ("<em>holds</em>: Layers 8–11 are the critical core" in summary
+            and "<em>does not hold</em>: Averaging away L11 costs +63,419 % PPL" in summary)
     assert report["verdicts_by_paper"] == {"p1": {"reproduced": 1, "not reproduced": 1, "not comparable": 1},
                                            "tlm": {"not comparable": 1}}
     assert report["environment"]["threads"] == [2, 4]

@@ -104,7 +104,7 @@ def test_rows_from_a_claim_and_from_report_json_agree(tmp_path):
     from anatomy_kit.manifest import references
     dicts = json.loads(path.read_text())
     for d in dicts:                                  # what build_report adds
-        d["paper"] = {k: references()[d["id"]].get(k) for k in ("claim", "value", "unit", "source")}
+        d["paper"] = {k: references()[d["id"]].get(k) for k in ("title", "claim", "value", "unit", "source")}
     for c, d in zip(claims, dicts):
         assert T.claim_row(c) == T.claim_row(d)
 

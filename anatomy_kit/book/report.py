@@ -19,6 +19,7 @@ from ..manifest import references
 from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
 from ..verdicts.decision import VERDICTS
+from ..verdicts.multiplicity import HOLM_ALPHA, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
 __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line"]
@@ -28,7 +29,7 @@ __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "envir
 PAPERS = {
     "p1": "Paper 1: anatomy of SmolLM2",
     "p2": "Paper 2: geometric work, widths",
-    "tlm": "TLM: tapered widths",
+    "tlm": "Tapered Language Models (TLM)",
     "p3": "Paper 3: width growth (SRIO)",
     "book": "The book's own questions (chapter 7)",
 }
@@ -52,10 +53,13 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
             if claim.get("id") not in refs:
                 raise AnatomyKitError(f"{path}: claim {claim.get('id')!r} has no entry in data_manifest/references.yaml")
             ref = refs[claim["id"]]
-            claim["paper"] = {k: ref.get(k) for k in ("claim", "value", "unit", "source")}
+            claim["paper"] = {k: ref.get(k) for k in ("title", "claim", "value", "unit", "source")}
         if timings and doc["chapter"] in timings:
             doc["wall_seconds"] = timings[doc["chapter"]]
         chapters.append(doc)
+    holm = holm_by_family(_claims(chapters))
+    for claim in _claims(chapters):
+        claim["holm"] = holm[claim["id"]].to_dict()
     report = {"chapters": chapters, "environment": _environments(chapters),
               "verdicts_by_paper": verdict_matrix(chapters)}
     write_json(build_dir / "report.json", report)
@@ -164,6 +168,23 @@ def _established_html(claims: list[dict]) -> str:
     return f'<ul class="ak-established">{"".join(items)}</ul>'
 
 
+def _registry_html(claims: list[dict]) -> str:
+    """One line: how many claims were judged under an amended rule, how many not under their registered rule,
+    and how many positive verdicts survive Holm's correction within their paper."""
+    status = [(c.get("registry") or {}).get("status") for c in claims]
+    amended = [claim_row(c).label for c, s in zip(claims, status) if s == "amended"]
+    positive = [c for c in claims if c["verdict"] in _HOLDS]
+    tested = [c for c in positive if (c.get("holm") or {}).get("p") is not None]
+    survive = sum(bool(c["holm"].get("survives")) for c in tested)
+    text = (f"<strong>{len(amended)}</strong> of {len(claims)} claims judged under an amended rule "
+            f"(both verdicts under each row{': ' + escape(_shortlist(amended, 4)) if amended else ''}); "
+            f"{status.count('not judged')} not judged under their registered rule (the run cannot speak). "
+            f"<strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them that "
+            f"rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper at "
+            f"α = {HOLM_ALPHA:g} ({len(positive) - len(tested)} rest on no test: a band or a magnitude).")
+    return f'<p class="ak-registry">{text}</p>'
+
+
 def _shortlist(labels: list[str], most: int = 6) -> str:
     """Distinct labels, at most ``most`` of them, so that a paper's line stays short."""
     labels = list(dict.fromkeys(labels))
@@ -186,7 +207,7 @@ def report_markdown(report: dict) -> str:
     header = escape(_run_line(chapters)) + (f"<br>{escape(environment_line(env))}" if env else "")
     lines = ["(report-page)=", "# Reproduction report", "",
              f'<div class="ak-summary"><p class="ak-run">{header}</p>{_matrix_html(matrix)}'
-             f"{_established_html(claims)}</div>", "",
+             f"{_established_html(claims)}{_registry_html(claims)}</div>", "",
              "Each row below puts our number beside the paper's, with the verdict its declared rule gave and "
              "one line of why; open *rule, interval, note* under a row for the rule, the interval or null model "
              "it rests on and the paper's wording and source ({ref}`glossary-page` explains the verdict words). "

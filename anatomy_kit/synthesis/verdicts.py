@@ -14,13 +14,14 @@ Used by chapter 7 (*Synthesis*).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
 from ..verdicts.decision import VERDICTS, shorten
+from ..verdicts.multiplicity import holm_by_family
 from ..jsonio import read_json
 from ..manifest import LIMITED_BY, references
 from ..validate import AnatomyKitError, check_choice
@@ -40,8 +41,10 @@ class VerdictRow:
     """One claim of one chapter, as the verdict table shows it.
 
     ``paper``: the claim id's prefix (``p1``, ``p2``, ``tlm``, ``p3``, …); ``label``: the reference's
-    ``label``, else a short form of its ``claim``; ``summary``: the decision's one line;
-    ``limited_by``: one of :data:`~anatomy_kit.manifest.LIMITED_BY`.
+    human ``title``, else a short form of its ``claim``; ``summary``: the decision's one line;
+    ``limited_by``: one of :data:`~anatomy_kit.manifest.LIMITED_BY`; ``amended``: the claim was judged
+    under an amended rule (``registered_verdict``: its verdict under the registered one); ``holm``:
+    "survives Holm", "fails Holm", "—" (no test) or "" (not positive) within its paper's claims.
     """
     chapter: str
     id: str
@@ -51,6 +54,9 @@ class VerdictRow:
     summary: str
     near_threshold: bool
     limited_by: str
+    amended: bool = False
+    registered_verdict: str | None = None
+    holm: str = ""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
@@ -64,9 +70,9 @@ class VerdictRow:
 
 
 def _label(entry: dict) -> str:
-    """The reference's ``label``, else its ``claim`` without parentheses, up to a ``;``, shortened."""
-    if entry.get("label"):
-        return str(entry["label"])
+    """The reference's human ``title``, else its ``claim`` without parentheses, up to a ``;``, shortened."""
+    if entry.get("title"):
+        return str(entry["title"])
     text = re.sub(r"\s*\([^()]*\)", "", str(entry.get("claim", ""))).split("; ", 1)[0]
     return shorten(text, LABEL_MAX)
 
@@ -94,6 +100,7 @@ def book_claims(metrics_dir: str | Path) -> list[VerdictRow]:
                               "(<build>/metrics), which chapters 1-6 fill when they run")
     refs = references()
     rows: list[VerdictRow] = []
+    ps: list[float | None] = []
     for path in sorted(folder.glob("*.json")):
         if path.name == SELF:
             continue
@@ -107,17 +114,30 @@ def book_claims(metrics_dir: str | Path) -> list[VerdictRow]:
                 raise AnatomyKitError(f"{path}: claim {claim_id!r} has no entry in data_manifest/references.yaml")
             entry = refs[claim_id]
             limited_by = _limited_by(claim_id, entry)
+            ps.append(claim.get("p"))
+            record = claim.get("registry") or {}
             try:
                 rows.append(VerdictRow(chapter=chapter, id=claim_id, paper=claim_id.split(".", 1)[0],
                                        label=_label(entry), verdict=claim.get("verdict"),
                                        summary=shorten(claim.get("summary") or claim.get("reason") or ""),
-                                       near_threshold=bool(claim.get("near_threshold")), limited_by=limited_by))
+                                       near_threshold=bool(claim.get("near_threshold")), limited_by=limited_by,
+                                       amended=record.get("status") == "amended",
+                                       registered_verdict=record.get("registered_verdict")))
             except AnatomyKitError as err:
                 raise AnatomyKitError(f"{path}: claim {claim_id!r}: {err}") from None
     if not rows:
         raise AnatomyKitError(f"no chapter metrics with claims in {folder}; run chapters 1-6 first (they write "
                               "<build>/metrics/<chapter>.json)")
-    return rows
+    return _with_holm(rows, ps)
+
+
+def _with_holm(rows: list[VerdictRow], ps: list[float | None]) -> list[VerdictRow]:
+    """Rows whose positive verdicts are marked by Holm's correction within each paper's claims
+    (:mod:`~anatomy_kit.verdicts.multiplicity`): "survives Holm", "fails Holm", or "—" when no test decided."""
+    holm = holm_by_family([{"id": r.id, "verdict": r.verdict, "p": p} for r, p in zip(rows, ps)])
+    marks = {True: "survives Holm", False: "fails Holm"}
+    return [replace(r, holm=marks.get(holm[r.id].survives, "—" if holm[r.id].p is None else ""))
+            if r.verdict in ("reproduced", "partly reproduced") else r for r in rows]
 
 
 def _check_rows(rows: Iterable[VerdictRow]) -> list[VerdictRow]:
@@ -142,8 +162,11 @@ def verdict_table(rows: Iterable[VerdictRow]) -> pd.DataFrame:
     order), sorted within a group by chapter, then claim id. Columns :data:`TABLE_COLUMNS`; the index
     is the claim id. "why" is the decision's summary, marked when the verdict sits near its threshold."""
     rows = sorted(_check_rows(rows), key=_order)
-    records = [{"what would change it": r.limited_by, "claim": r.label, "chapter": r.chapter, "verdict": r.verdict,
-                "why": r.summary + (" (near its threshold)" if r.near_threshold else "")} for r in rows]
+    records = [{"what would change it": r.limited_by, "claim": r.label, "chapter": r.chapter,
+                "verdict": r.verdict + (f" ({r.holm})" if r.holm else ""),
+                "why": r.summary + (" (near its threshold)" if r.near_threshold else "")
+                + (f" Amended rule; under the registered one: {r.registered_verdict}." if r.amended else "")}
+               for r in rows]
     return pd.DataFrame(records, columns=list(TABLE_COLUMNS), index=pd.Index([r.id for r in rows], name="id"))
 
 

@@ -16,6 +16,13 @@ report and the "why" text, never passed to the rule, so they can never upgrade a
 claim carries the decision's one-line ``summary`` (≤ 120 characters, for compact tables) and
 ``near_threshold`` (a number that decides the verdict lies close to its threshold: another
 machine may flip it). The full list of rules is in :mod:`.rules`.
+
+Every claim's rule is checked against the rule registered for it (:mod:`.registry`,
+``data_manifest/rule_registry.yaml``) at construction: an unregistered rule is an error. Under an
+amendment the claim is decided under the registered rule too (``registered_verdict``); the amended
+verdict stands unless it is more favourable than the registered one (an amendment may make a
+verdict stricter, never more favourable), and both are shown. A claim decided by a bare
+``NotComparable`` is "not judged" under its registered rule and says so.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from ..manifest import references
 from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, format_spearman, signed
 from ..validate import AnatomyKitError
 from .decision import _g, shorten
-from .registry import rule_spec
+from .registry import Match, RuleRegistry, fingerprint, rule_registry, rule_spec, standing
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
                     Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
                     RankCorrelation, Precondition, Condition, SetOverlap, paper_value)
@@ -45,6 +52,18 @@ RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, Inte
               "ByConstruction")
 
 
+class _Unset:
+    """No ``registered_ours`` given (``None`` is a valid statistic)."""
+
+    def __repr__(self) -> str:
+        return "unset"
+
+
+UNSET = _Unset()
+#: ``Claim(registry=...)`` default: the registry installed with the kit (:func:`.registry.rule_registry`).
+INSTALLED = "installed"
+
+
 @dataclass(frozen=True)
 class Claim:
     """Our verdict on one paper claim, decided at construction by ``rule``; there is no verdict argument.
@@ -56,6 +75,16 @@ class Claim:
     ``verdict``, ``reason``, ``summary`` (one line ≤ 120 characters: the rule's, else the reason
     shortened), ``near_threshold``, ``shown`` (ours as a table shows it, when the rule says), ``interval``,
     ``null``, ``rule_text``, ``paper``, ``unit``.
+
+    Registry (:mod:`.registry`): ``registry`` is the rule registry to check against (default: the
+    installed one; ``None`` only in unit tests of rules: the claim is then ``"unchecked"``).
+    ``registered_ours``: the statistic the registered rule judged, required when the matching
+    amendment changed the primary statistic. After construction: ``fingerprint``,
+    ``registry_status`` (``"registered"``, ``"amended"``, ``"not judged"`` or ``"unchecked"``),
+    ``amendment`` (its date, what, why, ``seen_before``, or ``None``), ``registered_verdict`` /
+    ``registered_reason`` (under the registered rule; ``None`` unless amended), ``amended_verdict`` /
+    ``amended_reason`` (under the amendment) and ``standing`` (which of the two is ``verdict``);
+    ``p``: the deciding test's p-value (``None`` when the rule is no test), for Holm's correction.
     """
     id: str
     ours: Any
@@ -63,6 +92,8 @@ class Claim:
     evidence: Any = field(default=None, kw_only=True)
     note: str = field(default="", kw_only=True)
     secondary: Mapping[str, Any] | None = field(default=None, kw_only=True)
+    registered_ours: Any = field(default=UNSET, kw_only=True, repr=False)
+    registry: Any = field(default=INSTALLED, kw_only=True, repr=False, compare=False)
     verdict: str = field(init=False)
     reason: str = field(init=False)
     summary: str = field(init=False)
@@ -73,6 +104,15 @@ class Claim:
     null: str | None = field(init=False)
     paper: Any = field(init=False)
     unit: str | None = field(init=False)
+    fingerprint: str = field(init=False)
+    registry_status: str = field(init=False)
+    amendment: dict | None = field(init=False)
+    registered_verdict: str | None = field(init=False)
+    registered_reason: str | None = field(init=False)
+    amended_verdict: str | None = field(init=False)
+    amended_reason: str | None = field(init=False)
+    standing: str | None = field(init=False)
+    p: float | None = field(init=False)
 
     def __post_init__(self) -> None:
         refs = references()
@@ -85,15 +125,49 @@ class Claim:
             raise AnatomyKitError(f"secondary={self.secondary!r} must be a non-empty mapping {{name: value or "
                                   "interval}} (or None)")
         ref = refs[self.id]
-        decision = self.rule.decide(self.ours, ref)
-        if not isinstance(decision, Decision):
-            raise AnatomyKitError(f"{type(self.rule).__name__}.decide must return a Decision")
+        found = self._match()
+        decision, rule = _decide(self.rule, self.ours, ref), self.rule
+        registered = amended = which = None
+        if found is not None and found.status == "amended":
+            registered_ours = self.ours
+            if found.amendment.statistic_changed:
+                if self.registered_ours is UNSET:
+                    raise AnatomyKitError(
+                        f"claim {self.id!r}: its amendment of {found.amendment.date} changed the primary statistic, "
+                        "so pass registered_ours= (the statistic the registered rule judged) to decide it under "
+                        "the registered rule too")
+                registered_ours = self.registered_ours
+            registered_rule = found.registered_rule()
+            registered, amended = _decide(registered_rule, registered_ours, ref), decision
+            which = standing(registered.verdict, amended.verdict)
+            if which == "registered":
+                decision, rule = registered, registered_rule
+        elif self.registered_ours is not UNSET:
+            raise AnatomyKitError(f"claim {self.id!r}: registered_ours is only for a claim whose rule is an "
+                                  "amendment that changed the primary statistic")
         for name, value in (("verdict", decision.verdict), ("reason", decision.reason),
                             ("summary", decision.summary or shorten(decision.reason)),
                             ("near_threshold", decision.near_threshold), ("shown", decision.shown),
-                            ("rule_text", self.rule.describe(ref)), ("interval", decision.interval),
-                            ("null", decision.null), ("paper", ref["value"]), ("unit", ref.get("unit"))):
+                            ("rule_text", rule.describe(ref)), ("interval", decision.interval),
+                            ("null", decision.null), ("paper", ref["value"]), ("unit", ref.get("unit")),
+                            ("fingerprint", fingerprint(self.rule) if _is_dataclass_rule(self.rule) else None),
+                            ("registry_status", found.status if found is not None else "unchecked"),
+                            ("amendment", _amendment(found)),
+                            ("registered_verdict", registered and registered.verdict),
+                            ("registered_reason", registered and registered.reason),
+                            ("amended_verdict", amended and amended.verdict),
+                            ("amended_reason", amended and amended.reason), ("standing", which), ("p", decision.p)):
             object.__setattr__(self, name, value)
+
+    def _match(self) -> Match | None:
+        """The claim's registration (``None``: a unit test's claim, checked against no registry)."""
+        if self.registry is None:
+            return None
+        if self.registry != INSTALLED and not isinstance(self.registry, RuleRegistry):
+            raise AnatomyKitError(f"registry={self.registry!r} must be a RuleRegistry (default: the installed one)")
+        registry = installed_registry() if self.registry == INSTALLED else self.registry
+        return None if registry is None else registry.match(self.id, self.rule)
+
 
     def secondary_text(self) -> dict[str, Any]:
         """``{name: what the report shows}`` of the secondary readings (intervals as text); ``{}`` if none."""
@@ -105,10 +179,35 @@ class Claim:
         return {"id": self.id, "ours": _jsonable(_summary(self.ours)), "ours_data": _jsonable(self.ours),
                 "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
                 "shown": self.shown, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
-                "null": self.null, "paper": _jsonable(self.paper), "unit": self.unit,
-                "rule_spec": rule_spec(self.rule),
+                "null": self.null, "p": self.p, "paper": _jsonable(self.paper), "unit": self.unit,
+                "rule_spec": rule_spec(self.rule), "fingerprint": self.fingerprint,
+                "registry": {"status": self.registry_status, "amendment": self.amendment,
+                             "registered_verdict": self.registered_verdict,
+                             "registered_reason": self.registered_reason, "amended_verdict": self.amended_verdict,
+                             "amended_reason": self.amended_reason, "standing": self.standing},
                 "secondary": _jsonable(self.secondary_text()), "secondary_data": _jsonable(self.secondary),
                 "evidence": _jsonable(self.evidence), "note": self.note}
+
+
+def installed_registry() -> RuleRegistry | None:
+    """The registry a claim is checked against by default: the installed one (the unit tests of rules
+    replace this lookup in ``tests/conftest.py``; every chapter and the report use it)."""
+    return rule_registry()
+
+
+def _is_dataclass_rule(rule: Any) -> bool:
+    return is_dataclass(rule) and not isinstance(rule, type)
+
+
+def _decide(rule: Any, ours: Any, reference: Mapping) -> Decision:
+    decision = rule.decide(ours, reference)
+    if not isinstance(decision, Decision):
+        raise AnatomyKitError(f"{type(rule).__name__}.decide must return a Decision")
+    return decision
+
+
+def _amendment(found: Match | None) -> dict | None:
+    return found.amendment.to_dict() if found is not None and found.amendment is not None else None
 
 
 def _shown(x: Any) -> Any:

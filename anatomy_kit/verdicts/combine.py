@@ -3,7 +3,8 @@
 - ``AllOf``: a claim with several parts, each decided by its own rule, combined by one fixed table
   (:func:`~.decision.combine_verdicts`: "mixed" when some parts hold and others are contradicted);
 - ``Precondition``: a rule applied only when our run meets the claim's named ``Condition`` s (else not
-  comparable, with the unmet conditions named): the one way every chapter says a run cannot speak;
+  comparable, with the unmet conditions named): the one way every chapter says a run cannot speak
+  (``Requires``, one numeric condition, is its spelling in rules registered before it);
 - ``NotComparable``: our setting cannot test the claim; the one-sentence reason is shown;
 - ``ByConstruction``: the claim (or a part) holds because of how the experiment is built; shown as
   "holds by construction" with the reason, never counted towards "reproduced".
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..validate import AnatomyKitError
-from .decision import VERDICTS, Decision, _g, _number, combine_verdicts, near_threshold, shorten
+from .decision import VERDICTS, Decision, _g, _number, combine_verdicts, joint_p, near_threshold, shorten
 
 COMBINATION_TEXT = ("The claim is reproduced if every counted part is; mixed if one part is reproduced (or partly) "
                     "and another not reproduced, or a part is mixed; partly reproduced if some part is reproduced or "
@@ -61,8 +62,9 @@ class AllOf:
                           for w in ("interval", "null"))
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
         near = any(d.near_threshold for _, d in done if d.verdict != "holds by construction")
+        p = joint_p([d.p for _, d in done if d.verdict != "holds by construction"])
         return Decision(combine_verdicts(verdicts), reason, interval, null,
-                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near)
+                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p)
 
 
 @dataclass(frozen=True)
@@ -184,4 +186,34 @@ class Precondition:
         inner = self.rule.decide(ours["value"], reference)
         met = ", ".join(f"{c.name} {text}" for c, _, text, _ in judged)
         return Decision(inner.verdict, f"conditions met ({met}); {inner.reason}", inner.interval, inner.null,
-                        inner.summary or shorten(inner.reason), inner.near_threshold or near, inner.shown)
+                        inner.summary or shorten(inner.reason), inner.near_threshold or near, inner.shown,
+                        p=inner.p)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """One numeric precondition, the spelling the registry holds for claims registered before
+    :class:`Precondition` (``data_manifest/rule_registry.yaml`` rebuilds their rules by class name): a
+    :class:`Precondition` with the one :class:`Condition` ``what`` ≥ ``minimum``, decided by it.
+    ``ours = {"precondition": x, "value": v}``. New claims use :class:`Precondition`."""
+    rule: Any
+    minimum: float
+    what: str
+
+    def __post_init__(self) -> None:
+        if not str(self.what).strip():
+            raise AnatomyKitError("Requires needs `what`: a few words naming the precondition")
+        self._as_precondition()
+
+    def _as_precondition(self) -> Precondition:
+        return Precondition(self.rule, Condition(str(self.what), f"at least {_g(_number('minimum', self.minimum))}",
+                                                 self.minimum))
+
+    def describe(self, reference: Mapping) -> str:
+        return self._as_precondition().describe(reference)
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        if not isinstance(ours, Mapping) or set(ours) != {"precondition", "value"}:
+            raise AnatomyKitError('Requires needs ours as {"precondition": number, "value": what the rule judges}')
+        return self._as_precondition().decide({"conditions": {str(self.what): ours["precondition"]},
+                                               "value": ours["value"]}, reference)

@@ -18,7 +18,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..stats import Interval, PairedComparison, format_p, paired_t_interval, sign_flip_interval, signed
+from scipy import stats as _sps
+
+from ..stats import (Interval, PairedComparison, format_p, paired_t_interval, sign_flip_interval, sign_flip_test,
+                     signed)
 from ..validate import AnatomyKitError, check_choice
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "paper_value", "combine_verdicts", "near_threshold",
@@ -61,6 +64,12 @@ class Decision:
     shown: str | None = None
     """What a table shows as "ours" when the rule's input is a structure (a set with the map it was
     picked from, intervals per layer): the set, the rank; ``None``: the table formats the input."""
+    p: float | None = None
+    """The p-value of the test that decides, where the rule is a test (a null's chance, a sign-flip,
+    permutation or Spearman p, a t-test p from the same data as the interval; several parts: the
+    largest, an intersection-union test); ``None`` when the rule is no test (a band around the
+    paper's number, a magnitude, a bare interval or point). Holm's correction (:mod:`.multiplicity`)
+    uses it."""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
@@ -70,6 +79,10 @@ class Decision:
         if not isinstance(self.near_threshold, (bool, np.bool_)):
             raise AnatomyKitError(f"near_threshold={self.near_threshold!r} must be True or False")
         object.__setattr__(self, "near_threshold", bool(self.near_threshold))
+        if self.p is not None:
+            if isinstance(self.p, bool) or not isinstance(self.p, (int, float, np.floating)) or not 0 <= self.p <= 1:
+                raise AnatomyKitError(f"p={self.p!r} must be a probability in [0, 1] or None")
+            object.__setattr__(self, "p", float(self.p))
 
 
 _SUPPORT = ("reproduced", "partly reproduced")
@@ -247,8 +260,52 @@ def _sign_flip_n(value: Any, method: str | None) -> int | None:
     return value.n if isinstance(value, PairedComparison) else len(value)
 
 
+def _data(value: Any) -> tuple[np.ndarray | None, Interval | None]:
+    """The paired differences behind ``value`` (a PairedComparison or a list of numbers), else a t Interval."""
+    if isinstance(value, PairedComparison):
+        return np.asarray(value.deltas, dtype=float), None
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        return np.asarray(value, dtype=float), None
+    return None, value if isinstance(value, Interval) and value.method == "t" else None
+
+
+def _one_sided_p(value: Any, threshold: float, method: str | None, side: str) -> float | None:
+    """P-value of "the centre lies ``side`` (``less``/``greater``) ``threshold``" from the same data and method
+    as the interval: the exact sign-flip test of ``d − threshold``, or the t test (also from a t Interval's
+    mean, sd and n); ``None`` without data (a point, a bare interval, a sign-flip Interval)."""
+    d, iv = _data(value)
+    if d is not None and method == "sign-flip":
+        return sign_flip_test(d - threshold, side).p
+    if d is not None:
+        iv = paired_t_interval(d) if d.size > 1 else None
+    if iv is None or not iv.n > 1 or not iv.sd > 0:
+        return None
+    t = (iv.mean - threshold) / (iv.sd / math.sqrt(iv.n))
+    return float(_sps.t.cdf(t, iv.n - 1) if side == "less" else _sps.t.sf(t, iv.n - 1))
+
+
+def interval_test_p(value: Any, thresholds: list[float], method: str | None, test: str | None) -> float | None:
+    """The p of the test an interval rule performs on one interval's data: ``"two-sided"`` (the interval
+    excludes the one threshold ⇔ p < 1 − confidence), ``"tost"`` (equivalence: the larger of the two
+    one-sided p's against the lower and upper margin), ``None`` (the rule is no test)."""
+    if test is None:
+        return None
+    if test == "two-sided":
+        ps = [_one_sided_p(value, thresholds[0], method, side) for side in ("less", "greater")]
+        return None if None in ps else min(1.0, 2 * min(ps))
+    lower, upper = thresholds
+    ps = [_one_sided_p(value, lower, method, "greater"), _one_sided_p(value, upper, method, "less")]
+    return None if None in ps else max(ps)
+
+
+def joint_p(ps: list[float | None]) -> float | None:
+    """The p of a claim that needs every part (an intersection-union test): the largest part's p; ``None`` if
+    any part has none."""
+    return None if not ps or any(p is None for p in ps) else max(ps)
+
+
 def _judge_each(ours: Any, confidence: float, method: str | None, classify: Callable[[float, float], tuple[str, str]],
-                thresholds: list[float], counted: str) -> Decision:
+                thresholds: list[float], counted: str, test: str | None = None) -> Decision:
     """Judge one interval or each of several (:func:`_items`) by ``classify(low, high) -> (verdict, words)``,
     combine by :func:`combine_verdicts`; ``counted`` names the reproduced outcome ("entirely below 0")."""
     judged = []
@@ -261,6 +318,7 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
                   f"{1 - confidence:.3g}: cannot decide") if floor else classify(low, high))
         judged.append((name, value, low, high, text, *words))
     verdict = combine_verdicts([j[5] for j in judged])
+    p = joint_p([interval_test_p(value, thresholds, method, test) for _, value, *_ in judged]) if test else None
     interval = "; ".join(f"{name + ': ' if name else ''}{text}" for name, _, _, _, text, _, _ in judged)
     body = "; ".join(f"{name + ': ' if name else ''}{text}: {words}" for name, _, _, _, text, _, words in judged)
     near = any(near_threshold(low, high, thresholds) for _, _, low, high, *_, v, _ in judged if v != "not comparable")
@@ -268,11 +326,11 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
         return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)}: {words}{kind}"),
-                        near_threshold=near)
+                        near_threshold=near, p=p)
     groups: dict[str, list[str]] = {}
     for name, *_, words in judged:
         groups.setdefault(words, []).append(name)
     n_counted = sum(j[5] == "reproduced" for j in judged)
     summary = "; ".join(f"{words}: {', '.join(names)}" for words, names in groups.items())
     return Decision(verdict, f"{n_counted} of {len(judged)} {counted}: {body}", interval,
-                    summary=shorten(summary), near_threshold=near)
+                    summary=shorten(summary), near_threshold=near, p=p)

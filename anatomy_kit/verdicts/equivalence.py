@@ -86,7 +86,7 @@ class Equivalent:
             wide = " (wider than the whole band: this run cannot resolve it)" if high - low >= upper - lower else ""
             return "not established", f"reaches beyond {band}{wide}"
 
-        return _judge_each(ours, self.confidence, self.method, classify, [lower, upper], f"inside {band}")
+        return _judge_each(ours, self.confidence, self.method, classify, [lower, upper], f"inside {band}", test="tost")
 
 
 def resolvable_difference(sd: float, n: int, confidence: float = 0.90, *, power: float | None = None) -> float:

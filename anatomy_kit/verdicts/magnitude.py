@@ -155,7 +155,7 @@ class RankAtMost:
         near = near or (verdict != "not reproduced" and p_near_alpha(chance, self.alpha))
         return Decision(verdict, reason, summary=shorten(f"{self._name()}: our {where} of {n}, top {self.k} claimed; "
                                                          f"chance {format_p(chance)}"), near_threshold=near,
-                        shown=f"{where} of {n}")
+                        shown=f"{where} of {n}", p=chance)
 
     def _ranks(self, ours: Any) -> tuple[int, int, int, str, bool]:
         """``(best, worst, n, how, near)``; ``near``: a comparison that moves a rank across ``k`` is within 5 %."""

@@ -133,7 +133,8 @@ class IntervalBelow:
         def classify(low: float, high: float) -> tuple[str, str]:
             return verdicts[_side((low, high, ""), self.threshold, self._below)]
 
-        return _judge_each(ours, self.confidence, self.method, classify, [self.threshold], f"entirely {side} {t}")
+        return _judge_each(ours, self.confidence, self.method, classify, [self.threshold], f"entirely {side} {t}",
+                           test="two-sided")
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,9 @@ class SetOverlap:
       the nearest edge kept, the rest shuffled; ``draws`` seeded Monte Carlo draws with ``seed``);
       ``ours = {"set": [layers], "profile": {layer: importance or interval}}`` (larger = more important,
       the candidate layers; pass the map the set was picked from, so that the set's ranks in it are the
-      ranks it was picked at; ``n_layers``, if given, must equal their number).
+      ranks it was picked at; ``n_layers``, if given, must equal their number);
+    - ``"both"``: both of the above on the same map, and the larger p decides (the edge null is
+      anti-conservative for a set far from the edges, the exchangeable one for a set at the edges).
 
     ``ours`` may be that mapping with the exchangeable null too (``n_layers`` then defaults to the map's size).
     """
@@ -208,7 +211,7 @@ class SetOverlap:
 
     def __post_init__(self) -> None:
         check_int("full", self.full, minimum=check_int("partly", self.partly, minimum=1))
-        check_choice("null", self.null, ("exchangeable", "edge"))
+        check_choice("null", self.null, ("exchangeable", "edge", "both"))
         check_int("draws", self.draws, minimum=100)
         check_int("seed", self.seed, minimum=0)
 
@@ -216,7 +219,11 @@ class SetOverlap:
         text = (f"Reproduced if ours shares at least {self.full} of the paper's "
                 f"{sorted(paper_value(reference, self.key))}; partly reproduced if at least {self.partly}; "
                 "otherwise not reproduced.")
-        if self.null == "edge":
+        if self.null == "both":
+            text += (f" Either counts only if, under both {EDGE_NULL_TEXT} ({self.draws:,} draws, seed {self.seed}) "
+                     "and a random set of our size with layers exchangeable (hypergeometric), as many are shared "
+                     f"with probability ≤ {self.alpha:g}: the larger p decides; otherwise not established.")
+        elif self.null == "edge":
             text += (f" Either counts only if sets drawn by {EDGE_NULL_TEXT} share as many with probability ≤ "
                      f"{self.alpha:g} ({self.draws:,} draws, seed {self.seed}); otherwise not established.")
         elif self.n_layers:
@@ -241,7 +248,14 @@ class SetOverlap:
                    "partly reproduced" if len(shared) >= self.partly else "not reproduced")
         reason = f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)} {shared}"
         chance, null = None, ""
-        if self.null == "edge":
+        if self.null == "both":
+            edge = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
+            exchangeable = overlap_chance(len(shared), n_layers, len(paper), len(mine))
+            chance, null = max(edge, exchangeable), "the larger of two nulls"
+            reason += (f"; as many are shared with {format_p(edge)} under {EDGE_NULL_TEXT} ({self.draws:,} draws) "
+                       f"and with {format_p(exchangeable)} with layers exchangeable (hypergeometric, {n_layers} "
+                       "layers): the larger decides")
+        elif self.null == "edge":
             chance = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
             null = "edge-structured null"
             reason += f"; under {EDGE_NULL_TEXT}, {self.draws:,} draws, as many are shared with {format_p(chance)}"
@@ -256,7 +270,7 @@ class SetOverlap:
         summary = f"shares {len(shared)} of the paper's {len(paper)} layers" + (f" {shared}" if shared else "")
         summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
         shown = "{" + ", ".join(map(str, sorted(mine))) + "}"
-        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown)
+        return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown, p=chance)
 
     def _null_name(self) -> str:
         return "edge-structured" if self.null == "edge" else "exchangeable"
@@ -279,8 +293,8 @@ class SetOverlap:
             if self.n_layers and self.n_layers != len(profile):
                 raise AnatomyKitError(f"n_layers={self.n_layers} but the importance map has {len(profile)} layers")
             return ours["set"], profile
-        if self.null == "edge":
-            raise AnatomyKitError('SetOverlap(null="edge") needs ours = {"set": [layers], "profile": {layer: '
+        if self.null in ("edge", "both"):
+            raise AnatomyKitError(f'SetOverlap(null="{self.null}") needs ours = {{"set": [layers], "profile": {{layer: '
                                   "importance}}: the null is fitted on the map's own edge profile")
         return ours, None
 
@@ -314,7 +328,8 @@ class RankCorrelation:
             verdict, why = "reproduced", f"{sign}, as the paper says"
         else:
             verdict, why = "not reproduced", f"the opposite of the paper's {sign} sign"
-        return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near)
+        p = r.p if r.n >= self.min_n and not math.isnan(r.p) else None
+        return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near, p=p)
 
     @staticmethod
     def smallest_p(r: SpearmanResult) -> float | None:
@@ -388,7 +403,7 @@ class BeyondNull:
         reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
         near = p_near_alpha(p, self.alpha) or p_near_alpha(q, self.alpha)
         return Decision(verdict, reason, None, r.describe(),
-                        summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near)
+                        summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near, p=p)
 
 
 @dataclass(frozen=True)

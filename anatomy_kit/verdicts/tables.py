@@ -171,6 +171,14 @@ class ClaimRow:
     secondary: tuple[str, ...] = ()
     near_threshold: bool = False
     unit: str = ""
+    amendment: tuple[tuple[str, str], ...] = ()
+    """``(name, text)`` lines of the claim's amendment (empty when its rule is the registered one)."""
+    amended: bool = False
+    not_judged: bool = False
+    """Decided by a bare "not comparable": not judged under its registered rule."""
+    holm: str = ""
+    """``"survives Holm"``, ``"fails Holm"``, ``"—"`` (no test) or ``""`` (not computed: one chapter alone)."""
+    holm_detail: str = ""
 
 
 def _get(claim: Any, key: str, default: Any = None) -> Any:
@@ -180,8 +188,9 @@ def _get(claim: Any, key: str, default: Any = None) -> Any:
 
 
 def _label(claim_id: str, reference: Mapping) -> str:
-    if reference.get("label"):
-        return str(reference["label"])
+    """The claim's human title (``title`` in references.yaml), else a label made from its id."""
+    if reference.get("title"):
+        return str(reference["title"])
     words = claim_id.split(".", 1)[-1].split("_")       # p1.l11_ablation → "L11 ablation"
     words = [f"L{w[1:]}" if re.fullmatch(r"l\d+", w) else _ACRONYMS.get(w, w) for w in words]
     return " ".join([words[0][:1].upper() + words[0][1:]] + words[1:])
@@ -215,6 +224,43 @@ def _reference(claim: Any) -> Mapping:
     return references().get(_get(claim, "id"), {"value": paper, "unit": _get(claim, "unit")})
 
 
+def _registry_fields(claim: Any) -> Mapping:
+    """The claim's registry record: ``Claim.to_dict()["registry"]`` or a report.json claim's ``registry``."""
+    if isinstance(claim, Mapping):
+        return claim.get("registry") or {}
+    return {k: getattr(claim, a, None) for k, a in (
+        ("status", "registry_status"), ("amendment", "amendment"), ("registered_verdict", "registered_verdict"),
+        ("registered_reason", "registered_reason"), ("amended_verdict", "amended_verdict"),
+        ("amended_reason", "amended_reason"), ("standing", "standing"))}
+
+
+def amendment_lines(record: Mapping) -> tuple[tuple[str, str], ...]:
+    """What a claim's details show of its amendment: when and what changed, why, whether the numbers had been
+    seen, the verdict under each rule and which stands (an amendment may make a verdict stricter, never more
+    favourable)."""
+    a = record.get("amendment")
+    if record.get("status") != "amended" or not a:
+        return ()
+    seen = "after the numbers had been seen" if a.get("seen_before") else "before the numbers were seen"
+    stands = ("the registered verdict stands: an amendment may make a verdict stricter, never more favourable"
+              if record.get("standing") == "registered" else "the amended verdict stands (no more favourable)")
+    return (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
+            ("under the registered rule", f"{record.get('registered_verdict')}: {record.get('registered_reason')}"),
+            ("under the amended rule", f"{record.get('amended_verdict')}: {record.get('amended_reason')}"),
+            ("verdict shown", stands))
+
+
+def _holm(claim: Any) -> tuple[str, str]:
+    h = _get(claim, "holm")
+    if not h:
+        return "", ""
+    h = h.to_dict() if hasattr(h, "to_dict") else h
+    if h.get("p") is None:
+        return "—", f"— {h.get('why')}"
+    mark = {True: "survives Holm", False: "fails Holm", None: ""}[h.get("survives")]
+    return mark, f"p = {h['p']:.3g}; {h.get('why')}" + (f": {mark}" if mark else "")
+
+
 def claim_row(claim: Any) -> ClaimRow:
     """A :class:`ClaimRow` from a :class:`~anatomy_kit.verdicts.claims.Claim` or a ``report.json`` claim dict."""
     ref = _reference(claim)
@@ -239,7 +285,9 @@ def claim_row(claim: Any) -> ClaimRow:
         rule=_get(claim, "rule_text") or (_get(claim, "rule") if isinstance(_get(claim, "rule"), str) else "") or "",
         reason=reason, interval=_get(claim, "interval") or "", null=_get(claim, "null") or "",
         note=_get(claim, "note") or "", secondary=_secondary(claim), unit=unit,
-        near_threshold=bool(_get(claim, "near_threshold", False)))
+        near_threshold=bool(_get(claim, "near_threshold", False)),
+        amendment=amendment_lines(record := _registry_fields(claim)), amended=record.get("status") == "amended",
+        not_judged=record.get("status") == "not judged", holm=(holm := _holm(claim))[0], holm_detail=holm[1])
 
 
 def escape(text: Any) -> str:
@@ -247,14 +295,20 @@ def escape(text: Any) -> str:
     return html.escape(" ".join(str(text).split()), quote=True)
 
 
-def badge_html(verdict: str, near_threshold: bool = False) -> str:
-    """The verdict as a coloured badge (its meaning as a tooltip), marked when near its threshold."""
+def badge_html(verdict: str, near_threshold: bool = False, *, amended: bool = False, holm: str = "") -> str:
+    """The verdict as a coloured badge (its meaning as a tooltip), marked when near its threshold, when its
+    rule was amended after registration, and with its result under Holm's correction when known."""
     background, colour = VERDICT_COLOURS.get(verdict, ("#444444", "#ffffff"))
     badge = (f'<span class="ak-badge" style="background:{background};color:{colour}" '
              f'title="{escape(VERDICT_MEANINGS.get(verdict, ""))}">{escape(verdict)}</span>')
     if near_threshold:
         badge += ('<span class="ak-near" title="near its threshold: another machine or seed may flip this '
                   'verdict">≈ near threshold</span>')
+    if amended:
+        badge += ('<span class="ak-amended" title="the rule was changed after registration: both verdicts and the '
+                  'reason are under the row">amended</span>')
+    if holm:
+        badge += f'<span class="ak-holm" title="Holm\'s correction within the paper\'s claims">{escape(holm)}</span>'
     return badge
 
 
@@ -267,6 +321,11 @@ def _details(row: ClaimRow) -> str:
              ("rule", row.rule),
              ("why", row.reason), ("interval", row.interval), ("null", row.null), ("note", row.note)]
     items += [("secondary", s) for s in row.secondary]
+    items += list(row.amendment)
+    if row.not_judged:
+        items.append(("registered rule", "not judged under its registered rule: the run cannot speak to the claim"))
+    if row.holm_detail:
+        items.append(("multiplicity", row.holm_detail))
     if row.near_threshold:
         items.append(("near threshold", "the data sit close to the rule's threshold: another machine, thread "
                                         "count or seed may flip this verdict"))
@@ -287,7 +346,7 @@ def claims_html(claims: Iterable[Any], *, caption: str | None = None) -> str:
             f'<td class="ak-claim" title="{escape(r.claim)}">{escape(r.label)}</td>'
             f'<td class="ak-paper">{_value_cell(r.paper, r.paper_unit)}</td>'
             f'<td class="ak-ours">{_value_cell(r.ours, r.ours_unit)}</td>'
-            f'<td class="ak-verdict">{badge_html(r.verdict, r.near_threshold)}</td>'
+            f'<td class="ak-verdict">{badge_html(r.verdict, r.near_threshold, amended=r.amended, holm=r.holm)}</td>'
             f'<td class="ak-why">{escape(r.summary)}</td></tr>'
             f'<tr class="ak-more"><td colspan="5">{_details(r)}</td></tr></tbody>')
     parts.append("</table>")

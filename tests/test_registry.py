@@ -1,0 +1,215 @@
+"""The rule registry: fingerprints, the spec round trip, the amendment log and the check every Claim makes."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import fields, is_dataclass
+
+import pytest
+
+from anatomy_kit import stats
+from anatomy_kit.validate import AnatomyKitError
+from anatomy_kit.verdicts import registry as REG
+from anatomy_kit.verdicts.claims import Claim
+from anatomy_kit.verdicts.combine import AllOf, ByConstruction, Condition, NotComparable, Precondition, Requires
+from anatomy_kit.verdicts.equivalence import Equivalent
+from anatomy_kit.verdicts.magnitude import Magnitude, RankAtMost
+from anatomy_kit.verdicts.rules import (BeyondNull, Close, DifferenceSign, IntervalAbove, IntervalBelow,
+                                        IntervalContains, RankCorrelation, SetOverlap)
+
+#: One instance of every rule class, with parameters away from their defaults where they have any.
+EVERY_RULE = [
+    Close(abs_tol=0.5, rel_tol=0.1, partly_factor=3.0, key="a", confidence=0.9),
+    IntervalBelow(1.5, 0.9, "sign-flip"), IntervalAbove(-2.0, 0.99, "t"), IntervalContains(0.5, 0.9, None),
+    DifferenceSign("negative", 0.9, "sign-flip", ("a", "b")),
+    SetOverlap(full=4, partly=2, n_layers=28, key="core", alpha=0.01, null="edge", draws=500, seed=3),
+    RankCorrelation("positive", 0.01, 8), BeyondNull("less", 0.01, 0.9),
+    Equivalent(margin=0.02, basis="half the paper's gap", value=0.1, confidence=0.95, method="sign-flip"),
+    Magnitude(5.0, 50.0, "x", 0.9), RankAtMost(2, item=11, of=28, alpha=0.01, null="edge", draws=200, seed=1),
+    NotComparable("another model"), ByConstruction("the schedule fixes it"),
+    Requires(IntervalBelow(0.0), 0.25, "held-out R²"),
+    Precondition(IntervalBelow(0.0), Condition("model size", "440M", 4.4e8), Condition("corpus", "OpenWebText")),
+    AllOf({"first": DifferenceSign(method="t"), "second": AllOf({"inner": Close(abs_tol=float("inf"))})}),
+]
+CORE = SetOverlap(full=3, partly=1, n_layers=28)
+
+
+def _registry(entries: dict) -> REG.RuleRegistry:
+    """A registry from ``{claim: (registered rule, [amendment dicts with a 'rule'])}``, fingerprints computed."""
+    doc = {}
+    for claim, (rule, amendments) in entries.items():
+        doc[claim] = {"date": "2026-12-02", "spec": REG.rule_spec(rule), "fingerprint": REG.fingerprint(rule),
+                      "amendments": [{**{k: v for k, v in a.items() if k != "rule"}, "spec": REG.rule_spec(a["rule"]),
+                                      "fingerprint": REG.fingerprint(a["rule"])} for a in amendments]}
+    return REG.RuleRegistry.from_doc({"rule_registry": doc})
+
+
+def _amendment(rule, **kw) -> dict:
+    return {"date": "2026-12-03", "what": "the null", "why": "asked for after the numbers", "seen_before": True,
+            "rule": rule, **kw}
+
+
+@pytest.mark.parametrize("rule", EVERY_RULE, ids=lambda r: type(r).__name__)
+def test_build_rule_inverts_rule_spec_for_every_rule_class(rule):
+    rebuilt = REG.build_rule(REG.rule_spec(rule))
+    assert rebuilt == rule and type(rebuilt) is type(rule)
+    # through JSON too (the registry is text): tuples come back as tuples, ±inf as floats
+    assert REG.build_rule(json.loads(json.dumps(REG.rule_spec(rule)))) == rule
+
+
+def test_every_rule_class_is_in_the_round_trip():
+    classes = {name for name, cls in REG._rule_classes().items() if callable(getattr(cls, "decide", None))}
+    assert classes == {type(r).__name__ for r in EVERY_RULE}
+
+
+def test_fingerprint_is_a_sha256_of_the_sorted_canonical_spec():
+    spec = REG.rule_spec(IntervalBelow(0.0, 0.95, "t"))
+    canonical = '{"params":{"confidence":0.95,"method":"t","threshold":0.0},"rule":"IntervalBelow"}'
+    assert REG.fingerprint(spec) == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def test_fingerprint_ignores_dict_order_and_descriptive_text():
+    spec = REG.rule_spec(CORE)
+    reordered = {"params": dict(reversed(list(spec["params"].items()))), "rule": spec["rule"]}
+    assert REG.fingerprint(reordered) == REG.fingerprint(spec) == REG.fingerprint(CORE)
+    assert REG.fingerprint(NotComparable("one text")) == REG.fingerprint(NotComparable("another"))
+    assert REG.fingerprint(ByConstruction("one")) == REG.fingerprint(ByConstruction("two"))
+    assert REG.fingerprint(Requires(CORE, 0.5, "R²")) == REG.fingerprint(Requires(CORE, 0.5, "the held-out R²"))
+    assert (REG.fingerprint(Equivalent(margin=0.1, basis="a pilot")) ==
+            REG.fingerprint(Equivalent(margin=0.1, basis="chapter 5's spread")))
+    # but the class is not text: NotComparable and ByConstruction differ
+    assert REG.fingerprint(NotComparable("x")) != REG.fingerprint(ByConstruction("x"))
+
+
+@pytest.mark.parametrize("rule", [r for r in EVERY_RULE if type(r).__name__ not in ("NotComparable", "ByConstruction")],
+                         ids=lambda r: type(r).__name__)
+def test_every_verdict_relevant_parameter_changes_the_fingerprint(rule):
+    spec = REG.rule_spec(rule)
+    skip = {"Requires": ("what",), "Equivalent": ("basis",)}.get(spec["rule"], ())   # text only, by hand
+    for name, value in spec["params"].items():
+        if name in skip:
+            continue
+        changed = copy.deepcopy(spec)
+        changed["params"][name] = _other(value)
+        assert REG.fingerprint(changed) != REG.fingerprint(spec), f"{spec['rule']}.{name}"
+
+
+def _other(value):
+    """A different value of the same kind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if value is None:
+        return 1
+    if REG._is_spec(value):
+        return REG.rule_spec(IntervalAbove(7.0))
+    if isinstance(value, list):
+        return value[:-1] if len(value) > 1 else value + value
+    raise AssertionError(value)
+
+
+def test_nested_parts_change_the_fingerprint():
+    a = AllOf({"x": DifferenceSign(method="t"), "y": Close(abs_tol=1.0)})
+    assert REG.fingerprint(a) != REG.fingerprint(AllOf({"x": DifferenceSign(method="sign-flip"),
+                                                        "y": Close(abs_tol=1.0)}))
+    assert REG.fingerprint(a) != REG.fingerprint(AllOf({"x": DifferenceSign(method="t")}))
+
+
+def test_a_changed_rule_without_an_amendment_is_an_error_naming_the_difference():
+    reg = _registry({"p1.critical_core": (CORE, [])})
+    assert Claim("p1.critical_core", [8, 9, 10, 11], CORE, registry=reg).registry_status == "registered"
+    with pytest.raises(AnatomyKitError) as err:
+        Claim("p1.critical_core", [8, 9, 10, 11], SetOverlap(full=3, partly=1, n_layers=28, alpha=0.1), registry=reg)
+    text = str(err.value)
+    assert "'p1.critical_core'" in text and "params.alpha: 0.05 → 0.1" in text and "amendments" in text
+    with pytest.raises(AnatomyKitError, match="'p1.l11_rank' has no registered rule"):
+        Claim("p1.l11_rank", 1, RankAtMost(1, of=28), registry=reg)
+
+
+def test_a_hand_edited_registered_spec_is_refused():
+    reg = {"p1.critical_core": {"date": "2026-12-02", "spec": REG.rule_spec(CORE), "fingerprint": REG.fingerprint(CORE)}}
+    reg["p1.critical_core"]["spec"]["params"]["partly"] = 2
+    with pytest.raises(AnatomyKitError, match="stored fingerprint .* is not its spec's"):
+        REG.RuleRegistry.from_doc({"rule_registry": reg})
+
+
+def test_an_amendment_decides_under_both_rules_and_a_stricter_amendment_stands():
+    # registered: partly with one shared layer; amended: partly needs two. Ours shares one ({11}) of [8..11]
+    # with n = 28: hypergeometric P(≥ 1 shared) for 4 of 28 vs 4 = 1 − C(24,4)/C(28,4) = 0.4850 > 0.05, so
+    # use no null (n_layers None) to isolate the partly threshold.
+    registered, amended = SetOverlap(full=3, partly=1), SetOverlap(full=3, partly=2)
+    reg = _registry({"p1.critical_core": (registered, [_amendment(amended)])})
+    c = Claim("p1.critical_core", [11, 20, 21, 22], amended, registry=reg)
+    assert (c.registry_status, c.registered_verdict, c.amended_verdict) == ("amended", "partly reproduced",
+                                                                           "not reproduced")
+    assert c.verdict == "not reproduced" and c.standing == "amended"            # stricter: the amendment stands
+    assert c.amendment["why"] == "asked for after the numbers" and c.amendment["seen_before"] is True
+    assert c.to_dict()["registry"]["registered_verdict"] == "partly reproduced"
+
+
+def test_an_amendment_that_would_upgrade_leaves_the_registered_verdict_standing():
+    registered, amended = SetOverlap(full=3, partly=2), SetOverlap(full=3, partly=1)
+    reg = _registry({"p1.critical_core": (registered, [_amendment(amended)])})
+    c = Claim("p1.critical_core", [11, 20, 21, 22], amended, registry=reg)
+    assert (c.registered_verdict, c.amended_verdict) == ("not reproduced", "partly reproduced")
+    assert c.verdict == "not reproduced" and c.standing == "registered"
+    assert "at least 2" in c.rule_text                                          # the registered rule's text
+
+
+def test_an_amendment_of_the_statistic_needs_the_registered_statistic():
+    registered, amended = IntervalBelow(0.0), IntervalBelow(0.0, method="t")
+    reg = _registry({"p1.anti_layers": (registered, [_amendment(amended, statistic_changed=True)])})
+    with pytest.raises(AnatomyKitError, match="registered_ours"):
+        Claim("p1.anti_layers", [-1.0, -2.0, -1.5], amended, registry=reg)
+    # registered on the point −0.5 (below 0: reproduced); the amended t interval of [−1, 2, −1.5] straddles 0
+    c = Claim("p1.anti_layers", [-1.0, 2.0, -1.5], amended, registered_ours=-0.5, registry=reg)
+    assert (c.registered_verdict, c.amended_verdict, c.verdict) == ("reproduced", "not established",
+                                                                   "not established")
+    with pytest.raises(AnatomyKitError, match="registered_ours is only for"):
+        Claim("p1.anti_layers", -0.5, registered, registered_ours=-0.5, registry=reg)
+
+
+def test_a_bare_not_comparable_is_not_judged_and_never_positive():
+    reg = _registry({"p2.val_loss_440m": (DifferenceSign(method="sign-flip"), [])})
+    c = Claim("p2.val_loss_440m", None, NotComparable("our model has 0.39M parameters"), registry=reg)
+    assert c.registry_status == "not judged" and c.verdict == "not comparable"
+    # a claim registered as not comparable matches itself whatever its text
+    reg = _registry({"p1.baseline_ppl": (NotComparable("another text"), [])})
+    assert Claim("p1.baseline_ppl", 3.0, NotComparable("other words"), registry=reg).registry_status == "registered"
+
+
+@pytest.mark.parametrize("registered,amended,stands", [
+    ("not established", "reproduced", "registered"), ("not reproduced", "not established", "registered"),
+    ("reproduced", "not comparable", "amended"), ("mixed", "partly reproduced", "registered"),
+    ("partly reproduced", "mixed", "amended"), ("not comparable", "holds by construction", "amended"),
+    ("reproduced", "reproduced", "amended")])
+def test_standing_by_the_declared_order(registered, amended, stands):
+    assert REG.standing(registered, amended) == stands
+
+
+def test_the_installed_registry_checks_every_claim_by_default(installed_registry_default):
+    core = REG.rule_registry().entries["p1.critical_core"]
+    with pytest.raises(AnatomyKitError, match="neither the one registered"):
+        Claim("p1.critical_core", [8, 9, 10, 11], SetOverlap(full=3, partly=1, n_layers=28, alpha=0.2))
+    assert Claim("p1.critical_core", [8, 9, 10, 11], REG.build_rule(core.spec)).registry_status == "registered"
+
+
+def test_the_installed_registry_reads_and_every_entry_rebuilds():
+    reg = REG.rule_registry()
+    assert "p1.critical_core" in reg.entries and reg.entries["p1.critical_core"].amendments
+    for entry in reg.entries.values():
+        assert REG.fingerprint(REG.build_rule(entry.spec)) == entry.fingerprint
+
+
+def test_cli_check_and_show(capsys):
+    assert REG.main(["check"]) == 0 and "every fingerprint matches" in capsys.readouterr().out
+    assert REG.main(["show", "p1.critical_core"]) == 0
+    out = capsys.readouterr().out
+    assert "amended 2026-12-03" in out and "params.null: 'exchangeable' → 'edge'" in out
+    assert REG.main(["register", "x"]) == 2
+    assert REG.main(["show", "p9.none"]) == 1

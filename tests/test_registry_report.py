@@ -1,0 +1,82 @@
+"""The report and the compact tables show every amendment with both verdicts and its reason, mark amended
+claims, count them in the summary, and put Holm's result beside each positive verdict."""
+
+from __future__ import annotations
+
+import re
+
+from anatomy_kit.book.report import build_report
+from anatomy_kit.jsonio import write_json
+from anatomy_kit.verdicts import registry as REG
+from anatomy_kit.verdicts.claims import Claim
+from anatomy_kit.verdicts.combine import NotComparable
+from anatomy_kit.verdicts.rules import Close, DifferenceSign, SetOverlap
+from anatomy_kit.verdicts.tables import claims_html
+
+REGISTERED, AMENDED = SetOverlap(full=3, partly=2), SetOverlap(full=3, partly=1)
+WHY = "asked for by a referee after the overlap had been seen"
+
+
+def _registry() -> REG.RuleRegistry:
+    def entry(rule, amendments=()):
+        return {"date": "2026-12-02", "spec": REG.rule_spec(rule), "fingerprint": REG.fingerprint(rule),
+                "amendments": [{"date": "2026-12-03", "what": "partly needs one shared layer", "why": WHY,
+                                "seen_before": True, "spec": REG.rule_spec(a), "fingerprint": REG.fingerprint(a)}
+                               for a in amendments]}
+    return REG.RuleRegistry.from_doc({"rule_registry": {
+        "p1.critical_core": entry(REGISTERED, [AMENDED]),
+        "p1.growth_val_losses": entry(DifferenceSign("negative", method="sign-flip")),
+        "p1.growth_speedup": entry(Close(rel_tol=0.5)),
+        "p2.val_loss_440m": entry(DifferenceSign(method="sign-flip"))}})
+
+
+def _claims():
+    reg = _registry()
+    return [Claim("p1.critical_core", [11, 20, 21, 22], AMENDED, registry=reg),       # registered verdict stands
+            Claim("p1.growth_val_losses", [-0.3, -0.1, -0.2, -0.25, -0.15, -0.05],
+                  DifferenceSign("negative", method="sign-flip"), registry=reg),     # p = 2/64
+            Claim("p1.growth_speedup", 12.0, Close(rel_tol=0.5), registry=reg),      # a band: no test
+            Claim("p2.val_loss_440m", None, NotComparable("we train no 440M model"), registry=reg)]
+
+
+def test_a_chapter_table_shows_both_verdicts_and_the_reason_of_an_amendment():
+    html = claims_html(_claims())
+    row = html.split('<tbody class="ak-claim">')[1]
+    assert 'class="ak-amended"' in row and "not reproduced" in row
+    details = re.search(r"<details>.*?</details>", row).group(0)
+    assert "under the registered rule</dt><dd>not reproduced" in details
+    assert "under the amended rule</dt><dd>partly reproduced" in details
+    assert WHY in details and "after the numbers had been seen" in details
+    assert "the registered verdict stands" in details
+    others = html.split('<tbody class="ak-claim">')[2:]
+    assert all('class="ak-amended"' not in r for r in others)
+    assert "not judged under its registered rule" in others[2]
+
+
+def test_the_report_counts_amended_claims_and_holm_survivors(tmp_path):
+    run = {"chapter": "ch01_ablation_map", "scale": "smoke", "device": "cpu", "model": "m", "corpus": "c",
+           "seed": 0, "sizes": {}}
+    write_json(tmp_path / "metrics" / "ch01_ablation_map.json",
+               {"chapter": "ch01_ablation_map", "run": run, "claims": [c.to_dict() for c in _claims()]})
+    report = build_report(tmp_path)
+    claims = {c["id"]: c for c in report["chapters"][0]["claims"]}
+    # paper 1 has two tests: the set overlap (no null: no p) is none, so only the sign-flip p = 2/64 counts, m = 1
+    assert claims["p1.growth_val_losses"]["holm"]["m"] == 1
+    assert claims["p1.growth_val_losses"]["holm"]["survives"] is True
+    assert claims["p1.growth_speedup"]["holm"]["p"] is None
+    summary = (tmp_path / "report.md").read_text().split("\n## ", 1)[0]
+    text = re.sub(r"<[^>]+>", "", summary)
+    assert "1 of 4 claims judged under an amended rule" in text
+    assert "1 not judged under their registered rule" in text
+    # positive as decided: growth_val_losses and growth_speedup; one rests on a test, and it survives
+    assert "2 reproduced or partly as decided; of the 1 of them that rest on a test, 1 survive Holm" in text
+
+
+def test_every_claim_has_a_short_human_title_and_tables_show_it():
+    from anatomy_kit.manifest import references
+
+    refs = references()
+    long = {k: v.get("title") for k, v in refs.items() if not v.get("title") or len(v["title"]) > 40}
+    assert not long, f"titles missing or over 40 characters: {long}"
+    html = claims_html(_claims())
+    assert refs["p1.critical_core"]["title"].replace("–", "–") in html and ">Critical core<" not in html
