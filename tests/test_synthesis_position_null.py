@@ -135,3 +135,31 @@ def test_one_edge_layer_alone_against_its_models_layers():
     assert BeyondNull("greater").decide(depth_mod.layer_importance(deep, -1), {}).verdict == "not reproduced"
     with pytest.raises(AnatomyKitError, match="layer"):
         depth_mod.layer_importance(values, 6)
+
+
+def test_one_part_per_signal_counts_a_merged_group_once():
+    from anatomy_kit.verdicts.rules import AllOf, OnePartPerSignal
+
+    agree = _agreement(["BI", "angular", "update"], [[1, 0.993, 0.2], [0.993, 1, 0.1], [0.2, 0.1, 1]])
+    sets = {"BI": [(5,)], "angular": [(9,)], "update": [(7,)]}
+    groups = agreement_mod.same_signal_groups(["BI", "angular", "update"], sets, agree)
+    assert groups == [["BI", "angular"], ["update"]]
+    good = pruning_mod.random_set_null(1.0, [2.0 + i for i in range(99)], k=3, exact=False)     # p = 0.01
+    bad = pruning_mod.random_set_null(50.0, [2.0 + i for i in range(99)], k=3, exact=False)     # p = 0.5
+    rule = OnePartPerSignal(AllOf({n: BeyondNull("less") for n in ("BI", "angular", "update")}),
+                            "the same one-shot sets at every k, or ρ ≥ 0.95", 0.95)
+    # two copies that hold and one signal that does not: one holds, one does not, so partly, not 2 of 3
+    d = rule.decide({"groups": groups, "value": {"BI": good, "angular": good, "update": bad}}, {})
+    assert d.verdict == "partly reproduced" and "BI and angular are one signal, counted once" in d.reason
+    assert "1 of 2 counted parts reproduced" in d.reason
+    apart = rule.decide({"groups": [["BI"], ["angular"], ["update"]],
+                         "value": {"BI": good, "angular": good, "update": bad}}, {})
+    assert "2 of 3 counted parts reproduced" in apart.reason
+    # the group is judged by its first member's value alone
+    first_bad = rule.decide({"groups": [["update", "BI"], ["angular"]],
+                             "value": {"BI": good, "angular": good, "update": bad}}, {})
+    assert "update = BI: not established" in first_bad.reason
+    with pytest.raises(AnatomyKitError, match="exactly once"):
+        rule.decide({"groups": [["BI"], ["update"]], "value": {"BI": good, "angular": good, "update": bad}}, {})
+    with pytest.raises(AnatomyKitError, match="AllOf"):
+        OnePartPerSignal(BeyondNull("less"), "x", 0.95)

@@ -5,6 +5,8 @@
 - ``Precondition``: a rule applied only when our run meets the claim's named ``Condition`` s (else not
   comparable, with the unmet conditions named): the one way every chapter says a run cannot speak
   (``Requires``, one numeric condition, is its spelling in rules registered before it);
+- ``OnePartPerSignal``: an ``AllOf`` whose parts are signals, where signals that are one ranking in
+  two names (groups the chapter finds by a rule declared with it) count as one part;
 - ``NotComparable``: our setting cannot test the claim; the one-sentence reason is shown;
 - ``ByConstruction``: the claim (or a part) holds because of how the experiment is built; shown as
   "holds by construction" with the reason, never counted towards "reproduced".
@@ -12,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..validate import AnatomyKitError
@@ -65,6 +67,47 @@ class AllOf:
         p = joint_p([d.p for _, d in done if d.verdict != "holds by construction"])
         return Decision(combine_verdicts(verdicts), reason, interval, null,
                         shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p)
+
+
+@dataclass(frozen=True)
+class OnePartPerSignal:
+    """An :class:`AllOf` over signals in which signals that are one signal in two names count once.
+
+    ``rule``: the ``AllOf`` with a part per signal (fixed before the data); ``same``: the declared rule
+    that makes two signals one (text, e.g. "the same one-shot sets at every k, or ρ ≥ 0.95"), and
+    ``min_rho``, its threshold, part of the rule. ``ours = {"groups": [[name, ...], ...], "value":
+    {name: value}}``: the groups (every part in exactly one, found by that rule on the data) and
+    every part's value. Each group is judged once, by its first member's rule and value, as one part
+    named by all its members; the others are named in the reason and never counted. Chapter 7."""
+    rule: AllOf
+    same: str
+    min_rho: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rule, AllOf):
+            raise AnatomyKitError(f"OnePartPerSignal needs an AllOf over signals, got {self.rule!r}")
+        if not str(self.same).strip():
+            raise AnatomyKitError("OnePartPerSignal needs `same`: the rule that makes two signals one")
+        _number("min_rho", self.min_rho)
+
+    def describe(self, reference: Mapping) -> str:
+        return (f"Signals that are one ({self.same}; ρ ≥ {_g(self.min_rho)}) count as one part, judged by "
+                f"the first of them. {self.rule.describe(reference)}")
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        names = [n for n, _ in self.rule.parts]
+        if not isinstance(ours, Mapping) or set(ours) != {"groups", "value"}:
+            raise AnatomyKitError('OnePartPerSignal needs ours as {"groups": [[names]], "value": {name: value}}')
+        groups = [[str(n) for n in g] for g in ours["groups"]]
+        flat = [n for g in groups for n in g]
+        if sorted(flat) != sorted(names) or any(not g for g in groups):
+            raise AnatomyKitError(f"the groups {groups} must hold every part {names} exactly once")
+        rules, value = dict(self.rule.parts), {str(k): v for k, v in ours["value"].items()}
+        merged = AllOf({" = ".join(g): rules[g[0]] for g in groups})
+        inner = merged.decide({" = ".join(g): value[g[0]] for g in groups}, reference)
+        ones = [g for g in groups if len(g) > 1]
+        said = "; ".join(f"{' and '.join(g)} are one signal, counted once" for g in ones)
+        return replace(inner, reason=(f"{said}: " if said else "") + inner.reason)
 
 
 @dataclass(frozen=True)
