@@ -49,6 +49,8 @@ def battery():
                {"conditions": {LONG: 0.1}, "value": 1.0}, REF),
               (R.Precondition(R.Magnitude(), R.Condition("R²", "skill", 0.5)),
                {"conditions": {"R²": 0.9}, "value": 100.0}, REF),
+              (R.Requires(R.Magnitude(), 0.5, LONG), {"precondition": 0.1, "value": 1.0}, REF),
+              (R.Requires(R.Magnitude(), 0.5, "R²"), {"precondition": 0.9, "value": 100.0}, REF),
               (R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), many, REF),
               (R.OnePartPerSignal(R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), LONG, 0.95),
                {"groups": [[f"{LONG}{i}" for i in range(3)], [f"{LONG}{i}" for i in range(3, 6)]],

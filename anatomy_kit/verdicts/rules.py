@@ -39,7 +39,7 @@ from typing import Any, Mapping
 
 from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, overlap_chance, spearman
 from ..validate import AnatomyKitError, check_choice, check_int
-from .combine import AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal, Precondition
+from .combine import AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal, Precondition, Requires
 from .decision import (VERDICT_MEANINGS, VERDICTS, Decision, _brief, _g, _judge_each, _number, _pct, _side, _span,
                        combine_verdicts, near_threshold, p_near_alpha, paper_value, shorten, unattainable)
 from .equivalence import Equivalent
@@ -48,8 +48,8 @@ from .nulls import EDGE_NULL_TEXT, centres, edge_overlap_chance
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "OnePartPerSignal", "NotComparable", "Precondition", "Condition", "ByConstruction",
-           "combine_verdicts", "paper_value"]
+           "BeyondNull", "AllOf", "OnePartPerSignal", "NotComparable", "Precondition", "Condition", "Requires",
+           "ByConstruction", "combine_verdicts", "paper_value"]
 
 
 _SIGN_FLIP_FLOOR = (" A sign-flip interval on n paired values whose smallest attainable p, 2/2ⁿ, exceeds the "
