@@ -35,7 +35,7 @@ def test_holm_step_down_stops_and_stays_monotone():
 def test_holm_by_family_counts_tests_per_paper_and_marks_positive_verdicts():
     claims = [{"id": "p1.a", "verdict": "reproduced", "p": 0.01}, {"id": "p1.b", "verdict": "reproduced", "p": 0.03},
               {"id": "p1.c", "verdict": "not established", "p": 0.2}, {"id": "p1.d", "verdict": "reproduced", "p": None},
-              {"id": "p2.a", "verdict": "reproduced", "p": 0.03}]
+              {"id": "p2.a", "verdict": "reproduced", "p": 0.03}, {"id": "p2.b", "verdict": "not comparable", "p": None}]
     h = holm_by_family(claims)
     # p1: m = 3 tests; 0.01·3 = 0.03 ✓, 0.03·2 = 0.06 ✗, 0.2·1 → 0.2
     assert (h["p1.a"].adjusted, h["p1.a"].survives, h["p1.a"].m) == (pytest.approx(0.03), True, 3)
@@ -44,6 +44,7 @@ def test_holm_by_family_counts_tests_per_paper_and_marks_positive_verdicts():
     assert (h["p1.d"].p, h["p1.d"].survives, h["p1.d"].why) == (None, None, NO_TEST)
     # p2 is its own family: one test, 0.03 ≤ 0.05
     assert (h["p2.a"].adjusted, h["p2.a"].survives, h["p2.a"].m) == (pytest.approx(0.03), True, 1)
+    assert h["p2.b"].why == "not comparable: no test, nothing to correct"
 
 
 def test_interval_rules_give_the_t_test_p_of_their_own_data():

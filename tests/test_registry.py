@@ -176,6 +176,15 @@ def test_an_amendment_of_the_statistic_needs_the_registered_statistic():
         Claim("p1.anti_layers", -0.5, registered, registered_ours=-0.5, registry=reg)
 
 
+def test_a_claim_under_a_later_amendment_records_the_earlier_ones():
+    first, second = SetOverlap(full=3, partly=1, n_layers=28, alpha=0.1), SetOverlap(full=3, partly=2, n_layers=28)
+    reg = _registry({"p1.critical_core": (CORE, [_amendment(first, what="alpha"), _amendment(second, what="partly")])})
+    c = Claim("p1.critical_core", [8, 9, 20, 21], second, registry=reg)
+    assert c.amendment["what"] == "partly"
+    assert [a["what"] for a in c.registered["earlier_amendments"]] == ["alpha"]
+    assert Claim("p1.critical_core", [8, 9, 20, 21], first, registry=reg).registered["earlier_amendments"] == []
+
+
 def test_a_bare_not_comparable_is_not_judged_and_never_positive():
     reg = _registry({"p2.val_loss_440m": (DifferenceSign(method="sign-flip"), [])})
     c = Claim("p2.val_loss_440m", None, NotComparable("our model has 0.39M parameters"), registry=reg)
@@ -215,3 +224,32 @@ def test_cli_check_and_show(capsys):
     assert "amended 2026-12-03" in out and "params.null: 'exchangeable' → 'edge'" in out
     assert REG.main(["register", "x"]) == 2
     assert REG.main(["show", "p9.none"]) == 1
+
+
+@pytest.mark.book
+def test_every_claim_of_the_built_report_matches_the_registry():
+    """The built book's report.json: each claim's recorded rule is its registered rule or an amendment (a bare
+    "not comparable" is not judged under it and says so), and every registered claim was judged."""
+    import os
+
+    from conftest import ROOT
+
+    path = ROOT / "build" / "report.json"
+    if not path.exists():
+        if os.environ.get("ANATOMY_KIT_BOOK_BUILT") == "1":
+            pytest.fail(f"{path} is missing: the book build did not produce it")
+        pytest.skip(f"{path} not built; run `make book`")
+    reg = REG.rule_registry()
+    claims = [c for ch in json.loads(path.read_text())["chapters"] for c in ch["claims"]]
+    assert claims
+    for c in claims:
+        entry = reg.entries.get(c["id"])
+        assert entry is not None, f"{c['id']} is not registered"
+        fp, status = REG.fingerprint(c["rule_spec"]), c["registry"]["status"]
+        amended = {a.fingerprint for a in entry.amendments}
+        if status == "not judged":
+            assert c["rule_spec"]["rule"] == "NotComparable" and c["verdict"] == "not comparable"
+        elif status == "amended":
+            assert fp in amended and c["registry"]["registered_verdict"] and c["registry"]["amendment"]
+        else:
+            assert status == "registered" and fp == entry.fingerprint, f"{c['id']}: {status}, {fp}"

@@ -113,6 +113,7 @@ class Claim:
     amended_reason: str | None = field(init=False)
     standing: str | None = field(init=False)
     p: float | None = field(init=False)
+    registered: dict | None = field(init=False)
 
     def __post_init__(self) -> None:
         refs = references()
@@ -156,7 +157,8 @@ class Claim:
                             ("registered_verdict", registered and registered.verdict),
                             ("registered_reason", registered and registered.reason),
                             ("amended_verdict", amended and amended.verdict),
-                            ("amended_reason", amended and amended.reason), ("standing", which), ("p", decision.p)):
+                            ("amended_reason", amended and amended.reason), ("standing", which), ("p", decision.p),
+                            ("registered", found.to_dict() if found is not None else None)):
             object.__setattr__(self, name, value)
 
     def _match(self) -> Match | None:
@@ -182,6 +184,7 @@ class Claim:
                 "null": self.null, "p": self.p, "paper": _jsonable(self.paper), "unit": self.unit,
                 "rule_spec": rule_spec(self.rule), "fingerprint": self.fingerprint,
                 "registry": {"status": self.registry_status, "amendment": self.amendment,
+                             "registered": self.registered,
                              "registered_verdict": self.registered_verdict,
                              "registered_reason": self.registered_reason, "amended_verdict": self.amended_verdict,
                              "amended_reason": self.amended_reason, "standing": self.standing},

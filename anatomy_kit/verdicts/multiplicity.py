@@ -75,7 +75,10 @@ def holm_by_family(claims: Iterable[Any], alpha: float = HOLM_ALPHA) -> dict[str
         for c in members:
             cid, positive = _get(c, "id"), _get(c, "verdict") in _POSITIVE
             if cid not in adjusted:
-                out[cid] = HolmResult(None, None, len(tested), None, NO_TEST)
+                verdict = _get(c, "verdict")
+                why = (f"{verdict}: no test, nothing to correct" if verdict in ("not comparable", "holds by construction")
+                       else NO_TEST)
+                out[cid] = HolmResult(None, None, len(tested), None, why)
                 continue
             a = adjusted[cid]
             out[cid] = HolmResult(float(_get(c, "p")), a, len(tested), (a <= alpha) if positive else None,

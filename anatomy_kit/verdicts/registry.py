@@ -216,12 +216,18 @@ class Amendment:
 
 @dataclass(frozen=True)
 class Registration:
-    """A claim's registered rule (spec, fingerprint, the date first declared) and its amendments, oldest first."""
+    """A claim's registered rule (spec, fingerprint, the date first declared) and its amendments, oldest first.
+
+    ``seen_before``: the rule was first declared after some of the claim's numbers had been seen (the
+    history shows them earlier), said in ``note``; such a registration is weaker evidence of a rule
+    fixed before the data, and the report says so."""
     claim: str
     date: str
     spec: dict
     fingerprint: str
     amendments: tuple[Amendment, ...] = ()
+    seen_before: bool = False
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,15 @@ class Match:
 
     def registered_rule(self) -> Any:
         return build_rule(self.registration.spec)
+
+    def to_dict(self) -> dict:
+        """What a claim records of its registration (the report shows it)."""
+        r = self.registration
+        return {"status": self.status, "date": r.date, "fingerprint": r.fingerprint,
+                "seen_before": r.seen_before, "note": r.note,
+                "amendment": self.amendment.to_dict() if self.amendment is not None else None,
+                "earlier_amendments": [a.to_dict() for a in r.amendments[:r.amendments.index(self.amendment)]]
+                if self.amendment is not None else []}
 
 
 def _text(where: str, key: str, x: Any) -> str:
@@ -279,8 +294,12 @@ class RuleRegistry:
                 amendments.append(Amendment(_text(where, "date", str(a.get("date"))), a_spec, a_fp,
                                             _text(where, "what", a.get("what")), _text(where, "why", a.get("why")),
                                             a["seen_before"], bool(a.get("statistic_changed", False))))
+            seen = entry.get("seen_before", False)
+            if not isinstance(seen, bool) or (seen and not str(entry.get("note") or "").strip()):
+                raise AnatomyKitError(f"{REGISTRY_FILE}: {claim}: seen_before must be true or false, and true needs "
+                                      "a note saying which numbers had been seen")
             entries[str(claim)] = Registration(str(claim), _text(claim, "date", str(entry.get("date"))), spec, fp,
-                                               tuple(amendments))
+                                               tuple(amendments), seen, str(entry.get("note") or ""))
         return cls(entries)
 
     def match(self, claim_id: str, rule: Any) -> Match:

@@ -229,7 +229,8 @@ def _registry_fields(claim: Any) -> Mapping:
     if isinstance(claim, Mapping):
         return claim.get("registry") or {}
     return {k: getattr(claim, a, None) for k, a in (
-        ("status", "registry_status"), ("amendment", "amendment"), ("registered_verdict", "registered_verdict"),
+        ("status", "registry_status"), ("amendment", "amendment"), ("registered", "registered"),
+        ("registered_verdict", "registered_verdict"),
         ("registered_reason", "registered_reason"), ("amended_verdict", "amended_verdict"),
         ("amended_reason", "amended_reason"), ("standing", "standing"))}
 
@@ -238,16 +239,20 @@ def amendment_lines(record: Mapping) -> tuple[tuple[str, str], ...]:
     """What a claim's details show of its amendment: when and what changed, why, whether the numbers had been
     seen, the verdict under each rule and which stands (an amendment may make a verdict stricter, never more
     favourable)."""
-    a = record.get("amendment")
+    a, reg = record.get("amendment"), record.get("registered") or {}
+    late = (("registered late", f"{reg.get('date')}, after numbers had been seen: {reg.get('note')}"),) \
+        if reg.get("seen_before") else ()
     if record.get("status") != "amended" or not a:
-        return ()
+        return late
     seen = "after the numbers had been seen" if a.get("seen_before") else "before the numbers were seen"
     stands = ("the registered verdict stands: an amendment may make a verdict stricter, never more favourable"
               if record.get("standing") == "registered" else "the amended verdict stands (no more favourable)")
-    return (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
+    earlier = tuple(("amended earlier", f"{e.get('date')}: {e.get('what')}. Why: {e.get('why')}")
+                    for e in reg.get("earlier_amendments") or [])
+    return earlier + (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
             ("under the registered rule", f"{record.get('registered_verdict')}: {record.get('registered_reason')}"),
             ("under the amended rule", f"{record.get('amended_verdict')}: {record.get('amended_reason')}"),
-            ("verdict shown", stands))
+            ("verdict shown", stands)) + late
 
 
 def _holm(claim: Any) -> tuple[str, str]:
