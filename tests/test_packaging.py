@@ -120,9 +120,11 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     code = ("import anatomy_kit, anatomy_kit.manifest as m; print(anatomy_kit.__file__); print(m.manifest_dir()); "
-            "print(m.references()['p1.l11_ablation']['value'])")
+            "print(m.references()['p1.l11_ablation']['value']); "
+            "from anatomy_kit.verdicts.registry import rule_registry; print(len(rule_registry().entries))")
     out = subprocess.run([str(py), "-c", code], cwd=outside, env=env, check=True, capture_output=True, text=True)
-    kit_file, manifest, value = out.stdout.split()
+    kit_file, manifest, value, n_registered = out.stdout.split()
+    assert int(n_registered) > 0, "the wheel lacks the rule registry (data_manifest/rule_registry.yaml)"
     assert Path(kit_file).is_relative_to(venv) and Path(manifest).is_relative_to(venv), out.stdout
     assert value == "63419"
     cli = subprocess.run([str(py), "-m", "anatomy_kit", "--help"], cwd=outside, env=env, capture_output=True, text=True)

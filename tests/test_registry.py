@@ -172,8 +172,9 @@ def test_an_amendment_of_the_statistic_needs_the_registered_statistic():
     c = Claim("p1.anti_layers", [-1.0, 2.0, -1.5], amended, registered_ours=-0.5, registry=reg)
     assert (c.registered_verdict, c.amended_verdict, c.verdict) == ("reproduced", "not established",
                                                                    "not established")
-    with pytest.raises(AnatomyKitError, match="registered_ours is only for"):
-        Claim("p1.anti_layers", -0.5, registered, registered_ours=-0.5, registry=reg)
+    # under the registered rule itself there is nothing to judge twice: registered_ours is not used
+    plain = Claim("p1.anti_layers", -0.5, registered, registered_ours=2.0, registry=reg)
+    assert (plain.registry_status, plain.verdict, plain.registered_verdict) == ("registered", "reproduced", None)
 
 
 def test_a_claim_under_a_later_amendment_records_the_earlier_ones():
@@ -183,6 +184,27 @@ def test_a_claim_under_a_later_amendment_records_the_earlier_ones():
     assert c.amendment["what"] == "partly"
     assert [a["what"] for a in c.registered["earlier_amendments"]] == ["alpha"]
     assert Claim("p1.critical_core", [8, 9, 20, 21], first, registry=reg).registered["earlier_amendments"] == []
+
+
+def test_a_scale_variant_is_judged_against_the_registered_rule_of_the_same_scale():
+    # smoke: one model, a bare rule; full: one part per model (the registered rule and its amendment alike)
+    reg_smoke, reg_full = IntervalBelow(0.0), AllOf({"a": IntervalBelow(-0.25), "b": IntervalBelow(-0.25)})
+    amd_smoke, amd_full = IntervalBelow(-1.0), AllOf({"a": IntervalBelow(-1.0), "b": IntervalBelow(-1.0)})
+    def form(rule):
+        return {"spec": REG.rule_spec(rule), "fingerprint": REG.fingerprint(rule)}
+    doc = {"p1.anti_layers": {"date": "2026-12-02", **form(reg_smoke), "variants": {"full": form(reg_full)},
+                              "amendments": [{"date": "2026-12-03", "what": "threshold", "why": "seen",
+                                              "seen_before": True, **form(amd_smoke),
+                                              "variants": {"full": form(amd_full)}}]}}
+    reg = REG.RuleRegistry.from_doc({"rule_registry": doc})
+    full = Claim("p1.anti_layers", {"a": -0.1, "b": -2.0}, amd_full, registry=reg)
+    # the registered full form: a = −0.1 is not below −0.25, b is → mixed (the smoke form, 0, would say
+    # reproduced); amended: a is not below −1, b is → mixed
+    assert (full.registry_status, full.registered_verdict, full.amended_verdict) == ("amended", "mixed", "mixed")
+    assert full.registered["variant"] == "full"
+    assert Claim("p1.anti_layers", {"a": -0.5, "b": -2.0}, reg_full, registry=reg).registry_status == "registered"
+    with pytest.raises(AnatomyKitError, match="neither the one registered"):
+        Claim("p1.anti_layers", {"a": -0.5}, AllOf({"a": IntervalBelow(0.0)}), registry=reg)
 
 
 def test_a_bare_not_comparable_is_not_judged_and_never_positive():

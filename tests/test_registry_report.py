@@ -80,3 +80,17 @@ def test_every_claim_has_a_short_human_title_and_tables_show_it():
     assert not long, f"titles missing or over 40 characters: {long}"
     html = claims_html(_claims())
     assert refs["p1.critical_core"]["title"].replace("–", "–") in html and ">Critical core<" not in html
+
+
+def test_the_why_line_reads_as_a_sentence_and_never_nests_intervals():
+    from anatomy_kit.verdicts.rules import BeyondNull, IntervalAbove
+    from anatomy_kit.verdicts.tables import claim_row
+
+    # chapter 1's importance range: an interval from 35.8 to 2·10⁶ against the rule's 10⁶
+    c = Claim("p1.importance_range", (35.8, 2e6), IntervalAbove(1e6))
+    assert claim_row(c).summary == ("our interval 35.8 to 2,000,000 reaches both sides of 1,000,000, so it "
+                                    "cannot tell")
+    osc = Claim("p1.delta_oscillation", (-0.5009, (-0.5012, -0.5004)), BeyondNull("less"))
+    row = claim_row(osc)
+    assert row.ours == "−0.501 vs null −0.501 to −0.500" and "[" not in row.ours
+    assert claim_row(osc.to_dict() | {"paper": {"value": -0.5}}).ours == row.ours      # report.json's lists

@@ -73,7 +73,7 @@ def test_every_rule_writes_a_one_line_summary_within_the_bound():
 def test_summaries_say_it_at_a_glance():
     pc = stats.paired_difference([1.0, 1.1, 0.9], [1.3, 1.25, 1.12], unit="nats")
     assert R.DifferenceSign("negative").decide(pc, REF).summary == \
-        "Δ = −0.2233 nats [−0.4098, −0.03689]: entirely below 0 (95 % t)"
+        "our Δ = −0.2233 nats (interval −0.4098 to −0.03689) lies entirely below 0 (95 % t)"
     assert R.SetOverlap(full=3, n_layers=30).decide([8, 9, 2, 3], SET_REF).summary == \
         "shares 2 of the paper's 4 layers [8, 9]; chance p = 0.075 (layers exchangeable)"
 

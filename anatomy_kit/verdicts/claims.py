@@ -79,7 +79,8 @@ class Claim:
     Registry (:mod:`.registry`): ``registry`` is the rule registry to check against (default: the
     installed one; ``None`` only in unit tests of rules: the claim is then ``"unchecked"``).
     ``registered_ours``: the statistic the registered rule judged, required when the matching
-    amendment changed the primary statistic. After construction: ``fingerprint``,
+    amendment changed the primary statistic (ignored otherwise: at another scale the same chapter
+    may declare the registered rule itself). After construction: ``fingerprint``,
     ``registry_status`` (``"registered"``, ``"amended"``, ``"not judged"`` or ``"unchecked"``),
     ``amendment`` (its date, what, why, ``seen_before``, or ``None``), ``registered_verdict`` /
     ``registered_reason`` (under the registered rule; ``None`` unless amended), ``amended_verdict`` /
@@ -143,9 +144,6 @@ class Claim:
             which = standing(registered.verdict, amended.verdict)
             if which == "registered":
                 decision, rule = registered, registered_rule
-        elif self.registered_ours is not UNSET:
-            raise AnatomyKitError(f"claim {self.id!r}: registered_ours is only for a claim whose rule is an "
-                                  "amendment that changed the primary statistic")
         for name, value in (("verdict", decision.verdict), ("reason", decision.reason),
                             ("summary", decision.summary or shorten(decision.reason)),
                             ("near_threshold", decision.near_threshold), ("shown", decision.shown),

@@ -225,16 +225,16 @@ def _span(ours: Any, confidence: float, method: str | None = None) -> tuple[floa
 
 
 def _brief(ours: Any, low: float, high: float) -> str:
-    """The few characters a summary shows of ``ours``: ``Δ = −0.21 nats [−0.3, −0.12]``, ``[743, 7,201]``,
-    ``0.85 (point)``."""
+    """The subject of a summary sentence: ``our Δ = −0.21 nats (interval −0.3 to −0.12)``, ``our interval 743 to
+    7,201``, ``our 0.85 (a point)``: one interval, never one printed inside another."""
     if low == high:
-        return f"{_g(low)} (point)"
-    head = ""
+        return f"our {_g(low)} (a point)"
+    span = f"{_g(low)} to {_g(high)}"
     if isinstance(ours, PairedComparison):
-        head = f"Δ = {_g(ours.mean)}{' ' + ours.unit if ours.unit else ''} "
-    elif isinstance(ours, Interval):
-        head = f"{_g(ours.mean)} "
-    return f"{head}[{_g(low)}, {_g(high)}]"
+        return f"our Δ = {_g(ours.mean)}{' ' + ours.unit if ours.unit else ''} (interval {span})"
+    if isinstance(ours, Interval):
+        return f"our {_g(ours.mean)} (interval {span})"
+    return f"our interval {span}"
 
 
 def _side(span: tuple[float, float, str], threshold: float, below: bool) -> str:
@@ -325,7 +325,7 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
     if len(judged) == 1:
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
-        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)}: {words}{kind}"),
+        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)} {words}{kind}"),
                         near_threshold=near, p=p)
     groups: dict[str, list[str]] = {}
     for name, *_, words in judged:

@@ -12,7 +12,10 @@ method, parts, the seeds and draws of a null, the number of seeds a rule demands
 fingerprint and the date of the commit that first declared it) and a list of amendments (date,
 spec, fingerprint, ``what`` changed, ``why``, ``seen_before``: whether the numbers had been seen
 before the change, ``statistic_changed``: whether the amendment changed the primary statistic
-itself). :func:`match` is what every :class:`~.claims.Claim` calls at construction: an unknown id,
+itself). Where the chapter declares the same rule in another form at another scale (one part per
+model, and full scale measures seven models), the registration and each amendment list that
+form under ``variants`` (``{label: {spec, fingerprint}}``, e.g. ``full``); a variant of an
+amendment is judged against the registration's variant of the same label. :func:`match` is what every :class:`~.claims.Claim` calls at construction: an unknown id,
 or a rule whose fingerprint matches neither the registered rule nor an amendment, is an error
 that names the difference and how to add an amendment. A claim decided by a bare
 :class:`~.combine.NotComparable` (the run cannot speak) is not judged under its registered rule
@@ -22,8 +25,8 @@ An amendment may make a verdict stricter, never more favourable (:func:`standing
 :data:`FAVOUR`): the claim is decided under both rules, and when the amended verdict would be more
 favourable than the registered one the registered verdict stands, with the amended one shown beside it.
 
-Command line: ``python -m anatomy_kit.verdicts.registry check`` (every entry's fingerprint agrees
-with its spec) and ``show [CLAIM]``; nothing here ever writes the registry.
+Command line: ``python -m anatomy_kit.verdicts check`` (every entry's fingerprint agrees with its
+spec) and ``show [CLAIM]``; nothing here ever writes the registry.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import inspect
 import json
 import math
 import sys
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -208,6 +211,8 @@ class Amendment:
     why: str
     seen_before: bool
     statistic_changed: bool = False
+    variants: Mapping[str, tuple[dict, str]] = field(default_factory=dict)
+    """``{label: (spec, fingerprint)}``: the amended rule as the chapter declares it at another scale."""
 
     def to_dict(self) -> dict:
         return {"date": self.date, "fingerprint": self.fingerprint, "what": self.what, "why": self.why,
@@ -228,6 +233,8 @@ class Registration:
     amendments: tuple[Amendment, ...] = ()
     seen_before: bool = False
     note: str = ""
+    variants: Mapping[str, tuple[dict, str]] = field(default_factory=dict)
+    """``{label: (spec, fingerprint)}``: the registered rule as the chapter declares it at another scale."""
 
 
 @dataclass(frozen=True)
@@ -237,15 +244,23 @@ class Match:
     status: str
     registration: Registration
     amendment: Amendment | None = None
+    variant: str | None = None
+    """The label of the form matched (``None``: the registered spec itself)."""
 
     def registered_rule(self) -> Any:
-        return build_rule(self.registration.spec)
+        """The registered rule in the form of the matched variant (the same scale's form)."""
+        if self.variant is None:
+            return build_rule(self.registration.spec)
+        if self.variant not in self.registration.variants:
+            raise AnatomyKitError(f"claim {self.registration.claim!r}: its amendment has a {self.variant!r} form but "
+                                  f"its registration does not; add it under the registration's variants")
+        return build_rule(self.registration.variants[self.variant][0])
 
     def to_dict(self) -> dict:
         """What a claim records of its registration (the report shows it)."""
         r = self.registration
         return {"status": self.status, "date": r.date, "fingerprint": r.fingerprint,
-                "seen_before": r.seen_before, "note": r.note,
+                "seen_before": r.seen_before, "note": r.note, "variant": self.variant,
                 "amendment": self.amendment.to_dict() if self.amendment is not None else None,
                 "earlier_amendments": [a.to_dict() for a in r.amendments[:r.amendments.index(self.amendment)]]
                 if self.amendment is not None else []}
@@ -255,6 +270,13 @@ def _text(where: str, key: str, x: Any) -> str:
     if not isinstance(x, str) or not x.strip():
         raise AnatomyKitError(f"{REGISTRY_FILE}: {where}: {key}={x!r} must be a non-empty text")
     return x
+
+
+def _variants(where: str, entry: Mapping) -> dict[str, tuple[dict, str]]:
+    raw = entry.get("variants") or {}
+    if not isinstance(raw, Mapping):
+        raise AnatomyKitError(f"{REGISTRY_FILE}: {where}: variants must be a mapping {{label: {{spec, fingerprint}}}}")
+    return {str(label): _checked_fp(f"{where}, variant {label}", v) for label, v in raw.items()}
 
 
 def _checked_fp(where: str, entry: Mapping) -> tuple[dict, str]:
@@ -293,13 +315,15 @@ class RuleRegistry:
                     raise AnatomyKitError(f"{REGISTRY_FILE}: {where}: seen_before must be true or false")
                 amendments.append(Amendment(_text(where, "date", str(a.get("date"))), a_spec, a_fp,
                                             _text(where, "what", a.get("what")), _text(where, "why", a.get("why")),
-                                            a["seen_before"], bool(a.get("statistic_changed", False))))
+                                            a["seen_before"], bool(a.get("statistic_changed", False)),
+                                            _variants(where, a)))
             seen = entry.get("seen_before", False)
             if not isinstance(seen, bool) or (seen and not str(entry.get("note") or "").strip()):
                 raise AnatomyKitError(f"{REGISTRY_FILE}: {claim}: seen_before must be true or false, and true needs "
                                       "a note saying which numbers had been seen")
             entries[str(claim)] = Registration(str(claim), _text(claim, "date", str(entry.get("date"))), spec, fp,
-                                               tuple(amendments), seen, str(entry.get("note") or ""))
+                                               tuple(amendments), seen, str(entry.get("note") or ""),
+                                               _variants(claim, entry))
         return cls(entries)
 
     def match(self, claim_id: str, rule: Any) -> Match:
@@ -316,9 +340,15 @@ class RuleRegistry:
         fp = fingerprint(rule)
         if fp == reg.fingerprint:
             return Match("registered", reg)
+        for label, (_, variant_fp) in reg.variants.items():
+            if fp == variant_fp:
+                return Match("registered", reg, None, label)
         for a in reversed(reg.amendments):
             if fp == a.fingerprint:
                 return Match("amended", reg, a)
+            for label, (_, variant_fp) in a.variants.items():
+                if fp == variant_fp:
+                    return Match("amended", reg, a, label)
         latest = reg.amendments[-1].spec if reg.amendments else reg.spec
         diff = "; ".join(spec_difference(latest, rule_spec(rule)))
         raise AnatomyKitError(
@@ -381,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     """``check``: read and verify the registry; ``show [CLAIM]``: print it. Never writes."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("check", "show") or len(args) > 2 or (args[0] == "check" and len(args) > 1):
-        print("usage: python -m anatomy_kit.verdicts.registry check | show [CLAIM]", file=sys.stderr)
+        print("usage: python -m anatomy_kit.verdicts check | show [CLAIM]", file=sys.stderr)
         return 2
     try:
         registry = rule_registry()
@@ -394,7 +424,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -91,15 +91,16 @@ class Close:
         for band, verdict in bands:
             if paper - band <= low and high <= paper + band:
                 return Decision(verdict, f"ours {text} is within ±{_g(band)} of the paper's {_g(paper)}", text,
-                                summary=shorten(f"{brief}: within ±{_g(band)} of the paper's {_g(paper)}"),
+                                summary=shorten(f"{brief} lies within ±{_g(band)} of the paper's {_g(paper)}"),
                                 near_threshold=near)
         outer = bands[-1][0]
         if high < paper - outer or low > paper + outer:
             return Decision("not reproduced", f"ours {text} lies outside ±{_g(outer)} of {_g(paper)}", text,
-                            summary=shorten(f"{brief}: outside ±{_g(outer)} of the paper's {_g(paper)}"),
+                            summary=shorten(f"{brief} lies outside ±{_g(outer)} of the paper's {_g(paper)}"),
                             near_threshold=near)
         return Decision("not established", f"ours {text} overlaps the edge of ±{_g(outer)} around {_g(paper)}", text,
-                        summary=shorten(f"{brief}: overlaps the edge of ±{_g(outer)} around {_g(paper)}"),
+                        summary=shorten(f"{brief} reaches across the edge of ±{_g(outer)} around the paper's "
+                                        f"{_g(paper)}, so it cannot tell"),
                         near_threshold=near)
 
 
@@ -127,8 +128,9 @@ class IntervalBelow:
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         side, t = "below" if self._below else "above", _g(self.threshold)
-        verdicts = {"beyond": ("reproduced", f"entirely {side} {t}"), "wrong": ("not reproduced", f"not {side} {t}"),
-                    "straddles": ("not established", f"contains {t}")}
+        verdicts = {"beyond": ("reproduced", f"lies entirely {side} {t}"),
+                    "wrong": ("not reproduced", f"does not lie {side} {t}"),
+                    "straddles": ("not established", f"reaches both sides of {t}, so it cannot tell")}
 
         def classify(low: float, high: float) -> tuple[str, str]:
             return verdicts[_side((low, high, ""), self.threshold, self._below)]

@@ -134,6 +134,10 @@ def value_text(x: Any, max_items: int = 4) -> str:
         return _items(x, lambda v: value_text(v, max_items), max_items)
     if isinstance(x, tuple) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x):
         return f"[{number(x[0])}, {number(x[1])}]"
+    if (isinstance(x, (list, tuple)) and len(x) == 2 and isinstance(x[0], (int, float))
+            and isinstance(x[1], (list, tuple)) and len(x[1]) == 2):
+        # BeyondNull's (observed, null band): one number beside its null, never an interval inside an interval
+        return f"{number(x[0])} vs null {number(x[1][0])} to {number(x[1][1])}"
     if isinstance(x, (list, tuple)):
         return _items(x, lambda v: value_text(v, max_items), max(max_items, 12))
     if x is None:
