@@ -46,8 +46,8 @@ def test_difference_sign_reason_names_seeds_interval_and_sign_flip():
     d = C.DifferenceSign("negative").decide(pc, SIGNED)
     assert d.verdict == "reproduced"
     assert "n = 3 seeds" in d.reason and "95 % t interval [" in d.reason and "sign-flip p = 0.25" in d.reason
-    # the exact sign-flip interval cannot exclude 0 with 3 seeds: the same data are not established
-    assert verdict(C.DifferenceSign("negative", method="sign-flip"), pc, SIGNED) == "not established"
+    # the exact sign-flip test cannot reach 0.05 with 3 seeds (best p 2/2³): the design cannot speak
+    assert verdict(C.DifferenceSign("negative", method="sign-flip"), pc, SIGNED) == "not comparable"
 
 
 def test_difference_sign_one_seed_and_points():
@@ -313,36 +313,63 @@ def test_verdict_meanings_cover_every_verdict():
     assert all(s.endswith(".") and s.count(". ") == 0 for s in C.VERDICT_MEANINGS.values())
 
 
-# ------------------------------------------------------------------ Requires (a precondition gate)
+# ------------------------------------------------------------------ Precondition (named conditions)
+
+def gated(rule, minimum=0.5, name="held-out R²"):
+    return C.Precondition(rule, C.Condition(name, "a prediction with skill", minimum))
+
 
 @pytest.mark.parametrize("skill, expected", [(0.49, "not comparable"), (0.5, "reproduced"), (0.9, "reproduced")])
-def test_requires_gates_on_both_sides_of_the_minimum(skill, expected):
-    rule = C.Requires(C.Magnitude(), minimum=0.5, what="the prediction's held-out R²")
-    d = rule.decide({"precondition": skill, "value": 120.0}, REF)
+def test_precondition_gates_on_both_sides_of_the_minimum(skill, expected):
+    d = gated(C.Magnitude()).decide({"conditions": {"held-out R²": skill}, "value": 120.0}, REF)
     assert d.verdict == expected
-    assert ("below the 0.5" in d.reason) == (expected == "not comparable")
+    assert ("ours 0.49, the claim needs a prediction with skill (≥ 0.5)" in d.reason) == (expected == "not comparable")
 
 
-def test_requires_passes_the_inner_verdict_interval_and_text_through():
-    rule = C.Requires(C.IntervalBelow(0.0), minimum=200, what="our step cap")
-    assert verdict(rule, {"precondition": 300, "value": iv(0.1, 0.3)}) == "not reproduced"
-    assert verdict(rule, {"precondition": 300, "value": iv(-0.3, 0.3)}) == "not established"
-    d = rule.decide({"precondition": 300, "value": iv(-0.3, -0.1)}, REF)
-    assert d.verdict == "reproduced" and "our step cap is 300 ≥ 200" in d.reason and d.interval.startswith("95 %")
-    assert verdict(rule, {"precondition": 199, "value": iv(-0.3, -0.1)}) == "not comparable"
+def test_precondition_passes_the_inner_verdict_interval_and_text_through():
+    rule = gated(C.IntervalBelow(0.0), minimum=200, name="our step cap")
+    cap = {"our step cap": 300}
+    assert verdict(rule, {"conditions": cap, "value": iv(0.1, 0.3)}) == "not reproduced"
+    assert verdict(rule, {"conditions": cap, "value": iv(-0.3, 0.3)}) == "not established"
+    d = rule.decide({"conditions": cap, "value": iv(-0.3, -0.1)}, REF)
+    assert d.verdict == "reproduced" and "conditions met (our step cap 300)" in d.reason
+    assert d.interval.startswith("95 %")
+    assert verdict(rule, {"conditions": {"our step cap": 199}, "value": iv(-0.3, -0.1)}) == "not comparable"
     text = rule.describe(REF)
-    assert "unless our step cap is at least 200" in text and C.IntervalBelow(0.0).describe(REF) in text
-    assert "at least 100" in C.Requires(C.IntervalBelow(0.0), minimum=100, what="our step cap").describe(REF)
+    assert "our step cap: a prediction with skill (≥ 200)" in text and C.IntervalBelow(0.0).describe(REF) in text
 
 
-def test_requires_bad_inputs():
+def test_precondition_yes_no_conditions_name_every_unmet_one():
+    rule = C.Precondition(C.Magnitude(), C.Condition("model size", "at least 128M parameters", 128e6),
+                          C.Condition("corpus", "OpenWebText"), C.Condition("anti-layers", "p1.anti_layers held"))
+    met = {"model size": 440e6, "corpus": True, "anti-layers": (True, "reproduced")}
+    assert verdict(rule, {"conditions": met, "value": 120.0}) == "reproduced"
+    for name, unmet in (("model size", 0.39e6), ("corpus", (False, "TinyStories")), ("anti-layers", False)):
+        d = rule.decide({"conditions": {**met, name: unmet}, "value": None}, REF)
+        assert d.verdict == "not comparable" and d.reason.count("the claim needs") == 1 and name in d.reason
+    d = rule.decide({"conditions": {"model size": 0.39e6, "corpus": (False, "TinyStories"), "anti-layers": False},
+                     "value": None}, REF)
+    assert d.reason.count("the claim needs") == 3 and "corpus: ours TinyStories, the claim needs OpenWebText" in d.reason
+
+
+def test_precondition_bad_inputs():
     with pytest.raises(AnatomyKitError, match="rule to apply"):
-        C.Requires("reproduced", minimum=1, what="x")
-    with pytest.raises(AnatomyKitError, match="what"):
-        C.Requires(C.Magnitude(), minimum=1, what=" ")
-    with pytest.raises(AnatomyKitError, match="precondition"):
-        C.Requires(C.Magnitude(), minimum=1, what="x").decide(3.0, REF)
+        C.Precondition("reproduced", C.Condition("x", "y"))
+    with pytest.raises(AnatomyKitError, match="at least one Condition"):
+        C.Precondition(C.Magnitude())
+    with pytest.raises(AnatomyKitError, match="needs"):
+        C.Condition("x", " ")
+    with pytest.raises(AnatomyKitError, match="must differ"):
+        C.Precondition(C.Magnitude(), C.Condition("x", "y"), C.Condition("x", "z"))
+    with pytest.raises(AnatomyKitError, match="conditions"):
+        gated(C.Magnitude()).decide(3.0, REF)
+    with pytest.raises(AnatomyKitError, match="exactly"):
+        gated(C.Magnitude()).decide({"conditions": {"other": 1.0}, "value": 1.0}, REF)
     with pytest.raises(AnatomyKitError, match="finite"):
-        C.Requires(C.Magnitude(), minimum=1, what="x").decide({"precondition": float("nan"), "value": 1.0}, REF)
-    inside = C.AllOf({"gated": C.Requires(C.Magnitude(), minimum=0.5, what="R²"), "plain": C.Magnitude()})
-    assert verdict(inside, {"gated": {"precondition": 0.0, "value": 100.0}, "plain": 100.0}) == "partly reproduced"
+        gated(C.Magnitude()).decide({"conditions": {"held-out R²": float("nan")}, "value": 1.0}, REF)
+    with pytest.raises(AnatomyKitError, match="yes/no"):
+        C.Precondition(C.Magnitude(), C.Condition("corpus", "the paper's")).decide(
+            {"conditions": {"corpus": "no"}, "value": 1.0}, REF)
+    inside = C.AllOf({"gated": gated(C.Magnitude()), "plain": C.Magnitude()})
+    assert verdict(inside, {"gated": {"conditions": {"held-out R²": 0.0}, "value": 100.0},
+                            "plain": 100.0}) == "partly reproduced"

@@ -263,6 +263,31 @@ def test_a_control_that_cannot_differ_from_its_schedule_is_refused():
         P.shuffled_control(P.uniform_schedule(4, 10, 1e-3), 0)
 
 
+def test_position_order_by_hand():
+    assert P.position_order(10) == [0, 9, 1, 8, 2, 7, 3, 6, 4, 5]
+    assert P.position_order(5) == [0, 4, 1, 3, 2] and P.position_order(2) == [0, 1]
+    with pytest.raises(P.AnatomyKitError, match="n_layers"):
+        P.position_order(1)
+
+
+def test_position_control_puts_the_layers_of_the_same_rank_by_position():
+    # importance ranks 2, 7, 0, 11, … (anti-layer 3 last); by position the ranks are 0, 11, 1, 10, …
+    imp = [5.0, 1.0, 9.0, -2.0, 7.0, 3.0, 0.5, 8.0, 2.0, 4.0, 6.0, 0.1]
+    s = P.schedule_from_importance(imp, 60, lr=1e-3, max_anti=1)
+    ranked = s.meta["ranked"] + [3]
+    assert ranked[:4] == [2, 7, 4, 10] and len(ranked) == 12
+    c = P.position_control(s, label="edge-inward")
+    to = dict(zip(ranked, [0, 11, 1, 10, 2, 9, 3, 8, 4, 7, 5, 6]))      # written out from position_order(12)
+    assert c.shape() == s.shape() and c.label == "edge-inward" and c.meta["rule"] == "position control"
+    assert all(set(b.layers) == {to[l] for l in a.layers} for a, b in zip(s.phases, c.phases))
+    assert c.anti_layers == (6,)                                         # the least important: innermost
+    assert c.phases[0].layers == (0, 11) and c.first_step(0) == 0 == c.first_step(11)
+    # an importance that already is edge-inward gives the schedule back, layer for layer
+    edge = [12.0 - min(l, 11 - l) - 0.01 * l for l in range(12)]
+    e = P.schedule_from_importance(edge, 60, lr=1e-3, max_anti=0)
+    assert [ph.layers for ph in P.position_control(e).phases] == [ph.layers for ph in e.phases]
+
+
 def test_schedule_matrix_and_split_steps():
     s = P.GrowthSchedule(4, (P.Phase("a", (1,), 0, 2, 1e-3), P.Phase("b", (2,), 2, 4, 1e-3, ((2, 1),)),
                              P.Phase("c", (0, 1, 2), 4, 6, 1e-3)), 6, anti_layers=(3,))

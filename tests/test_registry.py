@@ -13,7 +13,8 @@ from anatomy_kit import stats
 from anatomy_kit.validate import AnatomyKitError
 from anatomy_kit.verdicts import registry as REG
 from anatomy_kit.verdicts.claims import Claim
-from anatomy_kit.verdicts.combine import AllOf, ByConstruction, NotComparable, Requires
+from anatomy_kit.verdicts.combine import (AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal,
+                                         Precondition, Requires)
 from anatomy_kit.verdicts.equivalence import Equivalent
 from anatomy_kit.verdicts.magnitude import Magnitude, RankAtMost
 from anatomy_kit.verdicts.rules import (BeyondNull, Close, DifferenceSign, IntervalAbove, IntervalBelow,
@@ -30,6 +31,8 @@ EVERY_RULE = [
     Magnitude(5.0, 50.0, "x", 0.9), RankAtMost(2, item=11, of=28, alpha=0.01, null="edge", draws=200, seed=1),
     NotComparable("another model"), ByConstruction("the schedule fixes it"),
     Requires(IntervalBelow(0.0), 0.25, "held-out R²"),
+    Precondition(IntervalBelow(0.0), Condition("model size", "440M", 4.4e8), Condition("corpus", "OpenWebText")),
+    OnePartPerSignal(AllOf({"a": RankCorrelation("positive"), "b": RankCorrelation("positive")}), "ρ ≥ 0.95", 0.95),
     AllOf({"first": DifferenceSign(method="t"), "second": AllOf({"inner": Close(abs_tol=float("inf"))})}),
 ]
 CORE = SetOverlap(full=3, partly=1, n_layers=28)

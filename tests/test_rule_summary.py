@@ -45,9 +45,16 @@ def battery():
                                                                   (range(8), [3, 1, 4, 8, 5, 2, 7, 6]))]
     cases += [(R.BeyondNull("greater"), x, REF) for x in (null, (0.5, 0.5), (0.6, 0.5), (iv(0.6, 0.7), (0.3, 0.5)))]
     cases += [(R.NotComparable(LONG), None, REF), (R.ByConstruction(LONG), None, REF),
+              (R.Precondition(R.Magnitude(), R.Condition(LONG, LONG, 0.5)),
+               {"conditions": {LONG: 0.1}, "value": 1.0}, REF),
+              (R.Precondition(R.Magnitude(), R.Condition("R²", "skill", 0.5)),
+               {"conditions": {"R²": 0.9}, "value": 100.0}, REF),
               (R.Requires(R.Magnitude(), 0.5, LONG), {"precondition": 0.1, "value": 1.0}, REF),
               (R.Requires(R.Magnitude(), 0.5, "R²"), {"precondition": 0.9, "value": 100.0}, REF),
-              (R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), many, REF)]
+              (R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), many, REF),
+              (R.OnePartPerSignal(R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), LONG, 0.95),
+               {"groups": [[f"{LONG}{i}" for i in range(3)], [f"{LONG}{i}" for i in range(3, 6)]],
+                "value": many}, REF)]
     return cases
 
 
@@ -112,9 +119,9 @@ def test_points_near_and_every_interval_rule_marks_it():
     r = stats.spearman(range(6), [1, 2, 3, 4, 6, 5])
     assert R.RankCorrelation("positive", alpha=r.p).decide(r, REF).near_threshold
     assert not R.RankCorrelation("positive", alpha=r.p * 3).decide(r, REF).near_threshold
-    gate = R.Requires(R.Magnitude(), minimum=0.5, what="R²")
-    assert gate.decide({"precondition": 0.49, "value": 100.0}, REF).near_threshold
-    assert not gate.decide({"precondition": 0.9, "value": 100.0}, REF).near_threshold
+    gate = R.Precondition(R.Magnitude(), R.Condition("R²", "skill", 0.5))
+    assert gate.decide({"conditions": {"R²": 0.49}, "value": 100.0}, REF).near_threshold
+    assert not gate.decide({"conditions": {"R²": 0.9}, "value": 100.0}, REF).near_threshold
 
 
 def test_all_of_is_near_when_a_counted_part_is():

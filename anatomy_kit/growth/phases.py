@@ -37,7 +37,8 @@ from .schedule_errors import (AntiLayerTrainedError, CloneSourceError, EmptyPhas
 
 __all__ = ["PHASE_NAMES", "ScheduleError", "EmptyPhaseError", "UnknownLayerError", "OverlappingPhasesError",
            "PhaseGapError", "StepBudgetError", "AntiLayerTrainedError", "CloneSourceError", "Phase",
-           "GrowthSchedule", "uniform_schedule", "schedule_from_importance", "shuffled_control", "split_steps",
+           "GrowthSchedule", "uniform_schedule", "schedule_from_importance", "shuffled_control", "position_control",
+           "position_order", "split_steps",
            "nearest_trained", "CELL_STATES", "CELL_COLOURS", "schedule_matrix", "legend_handles",
            "draw_schedule"]
 
@@ -327,6 +328,32 @@ def shuffled_control(schedule: GrowthSchedule, seed: int, *, keep: Sequence[int]
             return replace(out, meta=dict(out.meta, keep=sorted(keep)))
     raise AnatomyKitError(f"no permutation of layers {free} changes the phases of {schedule.label!r} in 100 draws: "
                           "its phases treat those layers alike, so a shuffled control would equal the schedule")
+
+
+def position_order(n_layers: int) -> list[int]:
+    """The layers by position alone, edges first and inward: distance from the nearest edge
+    ``min(l, n − 1 − l)`` ascending, the lower layer first at equal distance (``[0, 9, 1, 8, …]`` for 10)."""
+    n = check_int("n_layers", n_layers, minimum=2)
+    return sorted(range(n), key=lambda l: (min(l, n - 1 - l), l))
+
+
+def position_control(schedule: GrowthSchedule, *, label: str = "edge-inward control") -> GrowthSchedule:
+    """The same schedule shape with each layer replaced by the layer of the same rank in
+    :func:`position_order`: the layer the importance order ranks k-th (``schedule.meta["ranked"]``,
+    then its anti-layers, least important) becomes the k-th layer from the edges inward. Steps,
+    learning rates, group sizes, the interface and the number of anti-layers are kept; only *which*
+    layers, now chosen by position alone, changes. Chapter 3's control for "the importance order,
+    not the edges, is what helps"."""
+    ranked = list(schedule.meta.get("ranked", [])) + [l for l in schedule.anti_layers
+                                                       if l not in schedule.meta.get("ranked", [])]
+    n = schedule.n_layers
+    ranked += [l for l in range(n) if l not in ranked]          # layers the schedule never names
+    if sorted(ranked) != list(range(n)):
+        raise AnatomyKitError(f"schedule {schedule.label!r} does not rank its {n} layers once each: {ranked}")
+    perm = np.empty(n, dtype=int)
+    perm[ranked] = position_order(n)
+    out = _permuted(schedule, perm, label)
+    return replace(out, meta=dict(out.meta, rule="position control"))
 
 
 #: Codes of :func:`schedule_matrix`, with their legend text and colour.

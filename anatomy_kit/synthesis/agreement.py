@@ -7,7 +7,9 @@
   data: 0.5). A ρ that is undefined (a constant signal) counts as 0, no evidence of agreement;
 - :func:`percentile_ranks` and :func:`family_score`: a signal's layers as percentiles (1 = the most
   important layer, 0 = the least), and a family's mean percentile per layer;
-- :func:`disputed_layers`: for two families, the layers whose percentiles differ most.
+- :func:`disputed_layers`: for two families, the layers whose percentiles differ most;
+- :func:`same_signal_groups`: signals that are one signal in two names (identical one-shot sets at
+  every k, or ρ ≥ :data:`SAME_SIGNAL_RHO`): a multi-part verdict counts each group as one part.
 
 Used by chapter 7 (*Synthesis*).
 """
@@ -15,6 +17,7 @@ Used by chapter 7 (*Synthesis*).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -24,10 +27,13 @@ from .depth import importance_percentiles
 from .signals import SignalTable
 
 __all__ = ["Agreement", "agreement_matrix", "signal_families", "percentile_ranks", "family_score", "disputed_layers",
-           "FAMILY_MIN_RHO"]
+           "FAMILY_MIN_RHO", "SAME_SIGNAL_RHO", "same_signal_groups"]
 
 #: Declared before the data: a family's members correlate at ρ ≥ 0.5 on average (average linkage).
 FAMILY_MIN_RHO = 0.5
+#: Declared before the data: two signals are one when their rankings correlate at ρ ≥ 0.95 (or their
+#: one-shot sets are the same at every k); a verdict with a part per signal then has one part for both.
+SAME_SIGNAL_RHO = 0.95
 
 
 @dataclass(frozen=True)
@@ -133,3 +139,37 @@ def disputed_layers(table: SignalTable, a: list[str], b: list[str], top: int = 3
     ok = np.flatnonzero(np.isfinite(gap))
     worst = sorted(ok, key=lambda l: (-abs(gap[l]), l))[:top]
     return [{"layer": int(l), "a": float(sa[l]), "b": float(sb[l]), "gap": float(gap[l])} for l in worst]
+
+
+def same_signal_groups(names: Sequence[str], sets: Mapping[str, Sequence[Sequence[int]]], result: Agreement, *,
+                       min_rho: float = SAME_SIGNAL_RHO) -> list[list[str]]:
+    """``names`` grouped into signals that are one: two names join when their one-shot sets
+    (``sets[name]``: the set for k = 1 … K) are the same at every k, or their Spearman ρ in ``result`` is
+    at least ``min_rho`` (undefined: no); groups are closed transitively and keep ``names``' order.
+    Chapter 7: Block Influence and angular distance, one formula in two names at a small model's
+    depth, count once in a verdict whose parts are signals."""
+    names = list(names)
+    if len(set(names)) != len(names) or not names:
+        raise AnatomyKitError(f"names={names!r} must be distinct and non-empty")
+    if not 0 < min_rho <= 1:
+        raise AnatomyKitError(f"min_rho={min_rho!r} must lie in (0, 1]")
+    missing = [n for n in names if n not in sets]
+    if missing:
+        raise AnatomyKitError(f"no one-shot sets for {missing}")
+    norm = {n: [tuple(sorted(int(x) for x in s)) for s in sets[n]] for n in names}
+    root = {n: n for n in names}
+
+    def find(n: str) -> str:
+        while root[n] != n:
+            n = root[n]
+        return n
+
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            rho = result.pair(a, b).rho
+            if norm[a] == norm[b] or (np.isfinite(rho) and rho >= min_rho):
+                root[find(b)] = find(a)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(find(n), []).append(n)
+    return list(groups.values())

@@ -11,6 +11,10 @@ depth ``ℓ/(L−1)`` (:func:`layer_depth`; 0 = the first layer, 1 = the last). 
   exactly (C(L, 2) pairs, the observed pair among them), and ``p`` is the share of pairs whose
   mean is at least the observed one. The smallest possible ``p`` is therefore ``1 / C(L, 2)``
   (1/6 at L = 4, 1/435 at L = 30): a 4-layer model cannot make the edges significant alone.
+- :func:`layer_importance`: one layer (the first, or the last) judged alone: its percentile against
+  every layer's (exact, L values, ours among them), so ``p`` = (layers at least as important)/L and
+  the smallest possible ``p`` is ``1/L`` (1/10 at L = 10: such a model cannot make one edge
+  significant, and the verdict says so). Averaging the two edges would let one carry the other.
 - :func:`resample_depth`: a profile linearly interpolated onto the grid ``linspace(0, 1, n)``, for
   plotting models of different depth on one axis (values only at the models' own layers are
   measurements; the points between are drawn lines, not data).
@@ -31,7 +35,7 @@ from scipy import stats as scipy_stats
 from ..stats import PermutationNull
 from ..validate import AnatomyKitError, check_int
 
-__all__ = ["layer_depth", "importance_percentiles", "edge_importance", "resample_depth"]
+__all__ = ["layer_depth", "importance_percentiles", "edge_importance", "layer_importance", "resample_depth"]
 
 
 def _profile(name: str, values: Any, min_layers: int) -> np.ndarray:
@@ -86,6 +90,23 @@ def edge_importance(values: Any) -> PermutationNull:
     result = PermutationNull(observed, math.nan, "greater", int(v.size), int(null.size), "exact",
                              float(null.mean()), float(null.std()), float(low), float(high), null)
     return replace(result, p=result.p_value("greater"))   # exact: #pairs as extreme / C(L, 2)
+
+
+def layer_importance(values: Any, layer: int) -> PermutationNull:
+    """Importance percentile of ``layer`` against every layer's (module docstring).
+
+    ``values`` (L,), L ≥ 2: per-layer importance, higher = more important; ``layer``: an index, negative
+    counts from the end (−1: the last layer). A :class:`~anatomy_kit.stats.PermutationNull` with
+    ``method="exact"``, ``alternative="greater"``, ``n = n_perm = L`` and ``null`` (L,) every layer's
+    percentile; ``p`` counts the layers whose percentile is at least ours (ties within 1e-9).
+    """
+    v = _profile("values", values, 2)
+    i = check_int("layer", layer, minimum=-v.size, maximum=v.size - 1) % v.size
+    pct = importance_percentiles(v)
+    low, high = np.quantile(pct, [0.025, 0.975])
+    result = PermutationNull(float(pct[i]), math.nan, "greater", int(v.size), int(v.size), "exact",
+                             float(pct.mean()), float(pct.std()), float(low), float(high), pct)
+    return replace(result, p=result.p_value("greater"))
 
 
 def resample_depth(values: Any, n_points: int) -> np.ndarray:

@@ -10,11 +10,20 @@ t interval paired over blocks, and its place in the null is a :class:`RandomSetN
 is ``P(random ≤ ours)`` (k = 1: ``#/L``; k ≥ 2: ``(1 + #)/(1 + n)``; small = better than chance).
 Per-block NLLs of every set are kept in ``store`` (a dict-like), so an interrupted run resumes.
 
+The position-only null (:func:`position_null`) asks the harder question: better than random sets drawn
+from the interior layers alone, chosen by position (the outer :data:`EDGE_SHARE` of the depth at each
+end left out, at least one layer: declared without looking at any importance), so that a set is not
+"better than chance" merely for avoiding the edge layers every random set risks. At least
+``n_sets`` = 99 sets (p floor 0.01), every interior set when there are no more than that (exact);
+the interior sets the decisive test already measured are reused, then fresh distinct draws added.
+
 Used by chapter 7 (*Synthesis*).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
@@ -30,7 +39,12 @@ from ..progress import progress_bar
 from ..stats import PermutationNull, format_p
 from ..validate import AnatomyKitError, check_int
 
-__all__ = ["RandomSetNull", "PrunedSet", "PruningTest", "one_shot", "random_set_null", "card_measurements", "decisive_test"]
+__all__ = ["RandomSetNull", "PrunedSet", "PruningTest", "one_shot", "random_set_null", "card_measurements",
+           "decisive_test", "EDGE_SHARE", "interior_layers", "position_null_sets", "position_null"]
+
+#: Declared before the data: the position-only null leaves out this share of the depth at each end
+#: (at least one layer): 3 of 30 layers at each end of SmolLM2-135M.
+EDGE_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -235,3 +249,60 @@ def decisive_test(model, batches, signals: dict[str, np.ndarray], *, max_k: int,
     baseline = float(np.exp(base.sum() / targets.sum()))
     return PruningTest(baseline, int(targets.sum()), max_k, tuple(sets),
                        {k: tuple(v) for k, v in random.items()}, float(np.mean(timed)) if timed else float("nan"))
+
+
+def interior_layers(n_layers: int, edge_share: float = EDGE_SHARE) -> tuple[int, ...]:
+    """The layers a position-only null draws from: all but ``max(1, ⌈edge_share·L⌉)`` at each end
+    (``range(3, 27)`` of 30 layers at 10 %)."""
+    n = check_int("n_layers", n_layers, minimum=3)
+    if not 0 <= edge_share < 0.5:
+        raise AnatomyKitError(f"edge_share={edge_share!r} must lie in [0, 0.5)")
+    m = max(1, math.ceil(edge_share * n - 1e-9))
+    if n - 2 * m < 1:
+        raise AnatomyKitError(f"edge_share={edge_share} leaves no interior layer of {n}")
+    return tuple(range(m, n - m))
+
+
+def position_null_sets(n_layers: int, k: int, n_sets: int, seed: int, measured: Sequence[Sequence[int]] = (),
+                       edge_share: float = EDGE_SHARE) -> tuple[tuple[tuple[int, ...], ...], bool]:
+    """``(sets, exact)``: every interior ``k``-set when there are at most ``n_sets`` (``exact``), else
+    ``n_sets`` distinct ones: the interior ``k``-sets among ``measured`` first (in their order, so what
+    was measured is reused), then fresh uniform draws (``numpy.random.default_rng(seed)``) until
+    ``n_sets``. Uniform either way: the measured sets came from uniform draws over all k-sets."""
+    pool = interior_layers(n_layers, edge_share)
+    k = check_int("k", k, minimum=1, maximum=len(pool))
+    n_sets = check_int("n_sets", n_sets, minimum=1)
+    if math.comb(len(pool), k) <= n_sets:
+        return tuple(itertools.combinations(pool, k)), True
+    inside = set(pool)
+    chosen = dict.fromkeys(t for t in (tuple(sorted(int(x) for x in s)) for s in measured)
+                           if len(t) == k and len(set(t)) == k and set(t) <= inside)
+    chosen = dict.fromkeys(list(chosen)[:n_sets])
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    while len(chosen) < n_sets:
+        chosen.setdefault(tuple(sorted(int(x) for x in rng.choice(pool, size=k, replace=False))))
+    return tuple(chosen), False
+
+
+@torch.no_grad()
+def position_null(model, batches, test: PruningTest, methods: Sequence[str], *, k: int, n_sets: int = 99,
+                  seed: int = 0, store=None, edge_share: float = EDGE_SHARE,
+                  progress: bool = False) -> dict[str, RandomSetNull]:
+    """Each method's ``k``-set (from ``test``) against the position-only null (module docstring):
+    ``{method: RandomSetNull}`` with ``p`` = ``P(interior set's PPL ≤ ours)``, exact (``#/n``) only
+    when every interior set was enumerated and ours is one of them, else ``(1 + #)/(1 + n)``. Sets in
+    ``store`` are not measured again; the new ones are stored. Chapter 7 (``book.cheap_beat_chance``)."""
+    if not methods:
+        raise AnatomyKitError("position_null needs at least one method")
+    ours = {m: next((s for s in test.curve(m) if s.k == k), None) for m in methods}
+    missing = [m for m, s in ours.items() if s is None]
+    if missing:
+        raise AnatomyKitError(f"methods {missing} proposed no {k}-set")
+    n = len(decoder_layers(model))
+    measured = [r.layers for r in test.random.get(k, ())]
+    sets, enumerated = position_null_sets(n, k, n_sets, seed, measured, edge_share)
+    targets = block_targets(batches)
+    _, blocks, _ = _measure_streamed(model, batches, {set_key(s): s for s in sets}, store, progress)
+    pool = [float(np.exp(blocks[set_key(s)].sum() / targets.sum())) for s in sets]
+    return {m: random_set_null(s.ppl, pool, k, exact=enumerated and s.layers in set(sets))
+            for m, s in ours.items()}

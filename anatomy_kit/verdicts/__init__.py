@@ -6,7 +6,7 @@
   ``IntervalContains``, ``Close``, ``SetOverlap``, ``RankCorrelation``, ``BeyondNull``; with
   :mod:`.equivalence` (``Equivalent``: equality needs a margin declared first) and :mod:`.magnitude`
   (``Magnitude``, ``RankAtMost``);
-- :mod:`.combine` – rules built from rules (``AllOf``, ``Requires``), ``NotComparable`` and ``ByConstruction``;
+- :mod:`.combine` – rules built from rules (``AllOf``, ``Precondition``), ``NotComparable`` and ``ByConstruction``;
 - :mod:`.decision` – the verdicts (with "mixed" and "holds by construction"), the combination table, the
   one-line summary and the near-threshold mark;
 - :mod:`.nulls` – the edge-structured chance null for layer sets and ranks;

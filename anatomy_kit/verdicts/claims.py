@@ -40,15 +40,16 @@ from .decision import _g, shorten
 from .registry import Match, RuleRegistry, fingerprint, rule_registry, rule_spec, standing
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
                     Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
-                    RankCorrelation, Requires, SetOverlap, paper_value)
+                    RankCorrelation, Precondition, Condition, SetOverlap, paper_value)
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "NotComparable", "Requires", "ByConstruction", "Claim", "claims_table",
-           "explanation", "paper_value"]
+           "BeyondNull", "AllOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim",
+           "claims_table", "explanation", "paper_value"]
 
 RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, IntervalAbove, IntervalContains, "
-              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Requires, NotComparable or ByConstruction")
+              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Precondition, NotComparable or "
+              "ByConstruction")
 
 
 class _Unset:

@@ -2,7 +2,11 @@
 
 - ``AllOf``: a claim with several parts, each decided by its own rule, combined by one fixed table
   (:func:`~.decision.combine_verdicts`: "mixed" when some parts hold and others are contradicted);
-- ``Requires``: a rule applied only when a precondition of our setting holds (else not comparable);
+- ``Precondition``: a rule applied only when our run meets the claim's named ``Condition`` s (else not
+  comparable, with the unmet conditions named): the one way every chapter says a run cannot speak
+  (``Requires``, one numeric condition, is its spelling in rules registered before it);
+- ``OnePartPerSignal``: an ``AllOf`` whose parts are signals, where signals that are one ranking in
+  two names (groups the chapter finds by a rule declared with it) count as one part;
 - ``NotComparable``: our setting cannot test the claim; the one-sentence reason is shown;
 - ``ByConstruction``: the claim (or a part) holds because of how the experiment is built; shown as
   "holds by construction" with the reason, never counted towards "reproduced".
@@ -10,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..validate import AnatomyKitError
@@ -66,6 +70,47 @@ class AllOf:
 
 
 @dataclass(frozen=True)
+class OnePartPerSignal:
+    """An :class:`AllOf` over signals in which signals that are one signal in two names count once.
+
+    ``rule``: the ``AllOf`` with a part per signal (fixed before the data); ``same``: the declared rule
+    that makes two signals one (text, e.g. "the same one-shot sets at every k, or ρ ≥ 0.95"), and
+    ``min_rho``, its threshold, part of the rule. ``ours = {"groups": [[name, ...], ...], "value":
+    {name: value}}``: the groups (every part in exactly one, found by that rule on the data) and
+    every part's value. Each group is judged once, by its first member's rule and value, as one part
+    named by all its members; the others are named in the reason and never counted. Chapter 7."""
+    rule: AllOf
+    same: str
+    min_rho: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rule, AllOf):
+            raise AnatomyKitError(f"OnePartPerSignal needs an AllOf over signals, got {self.rule!r}")
+        if not str(self.same).strip():
+            raise AnatomyKitError("OnePartPerSignal needs `same`: the rule that makes two signals one")
+        _number("min_rho", self.min_rho)
+
+    def describe(self, reference: Mapping) -> str:
+        return (f"Signals that are one ({self.same}; ρ ≥ {_g(self.min_rho)}) count as one part, judged by "
+                f"the first of them. {self.rule.describe(reference)}")
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        names = [n for n, _ in self.rule.parts]
+        if not isinstance(ours, Mapping) or set(ours) != {"groups", "value"}:
+            raise AnatomyKitError('OnePartPerSignal needs ours as {"groups": [[names]], "value": {name: value}}')
+        groups = [[str(n) for n in g] for g in ours["groups"]]
+        flat = [n for g in groups for n in g]
+        if sorted(flat) != sorted(names) or any(not g for g in groups):
+            raise AnatomyKitError(f"the groups {groups} must hold every part {names} exactly once")
+        rules, value = dict(self.rule.parts), {str(k): v for k, v in ours["value"].items()}
+        merged = AllOf({" = ".join(g): rules[g[0]] for g in groups})
+        inner = merged.decide({" = ".join(g): value[g[0]] for g in groups}, reference)
+        ones = [g for g in groups if len(g) > 1]
+        said = "; ".join(f"{' and '.join(g)} are one signal, counted once" for g in ones)
+        return replace(inner, reason=(f"{said}: " if said else "") + inner.reason)
+
+
+@dataclass(frozen=True)
 class NotComparable:
     """Our setting cannot test the claim; ``why`` (one sentence) is the reason shown."""
     why: str
@@ -103,41 +148,115 @@ class ByConstruction:
 
 
 @dataclass(frozen=True)
-class Requires:
-    """Judge by ``rule`` only when a precondition of our setting reaches ``minimum``; otherwise not comparable.
+class Condition:
+    """One condition a claim needs of our run, declared with the rule (before the run's values):
+    ``name`` (a few words: "model size"), ``needs`` (what the claim needs, one phrase: "at least
+    128M parameters, where the paper sees a difference") and ``minimum``: a number our run must
+    reach (a step cap, a held-out R²), or ``None`` for a yes/no the chapter states (the paper's
+    corpus, a precondition claim that held)."""
+    name: str
+    needs: str
+    minimum: float | None = None
 
-    ``ours = {"precondition": x, "value": v}``: with ``x < minimum`` (say a prediction's held-out
-    R² of 0.01 when the claim needs a prediction with skill, or a step cap of 2 when the claim
-    is about 200 steps) our number cannot speak to the claim; with ``x ≥ minimum`` ``rule``
-    decides ``v``. ``what`` names the precondition in the text (e.g. "the prediction's held-out R²").
-    Near its threshold when the inner decision is, or when ``x`` is within 5 % of ``minimum``.
+    def __post_init__(self) -> None:
+        for what in ("name", "needs"):
+            if not isinstance(getattr(self, what), str) or not getattr(self, what).strip():
+                raise AnatomyKitError(f"Condition needs `{what}`: a few words, got {getattr(self, what)!r}")
+        if self.minimum is not None:
+            _number(f"minimum of {self.name!r}", self.minimum)
+
+    def judge(self, value: Any) -> tuple[bool, str, bool]:
+        """``(met, what ours is, near)`` for our run's ``value``: a number (with ``minimum``), or
+        ``True``/``False`` or ``(met, what ours is)`` (yes/no)."""
+        if self.minimum is not None:
+            x = _number(self.name, value)
+            return x >= self.minimum, _g(x), near_threshold(x, x, [self.minimum])
+        met, text = value if isinstance(value, tuple) and len(value) == 2 else (value, "")
+        if not isinstance(met, bool) or not isinstance(text, str):
+            raise AnatomyKitError(f"condition {self.name!r} is a yes/no: pass True/False or (met, 'what ours is'), "
+                                  f"got {value!r}")
+        return met, text or ("yes" if met else "no"), False
+
+    def text(self) -> str:
+        return f"{self.name}: {self.needs}" + (f" (≥ {_g(self.minimum)})" if self.minimum is not None else "")
+
+
+@dataclass(frozen=True, init=False)
+class Precondition:
+    """Judge by ``rule`` only when our run meets every named condition; otherwise not comparable.
+
+    ``Precondition(rule, Condition(...), ...)``: the conditions are declared with the rule (a model
+    size, the paper's corpus, a step cap, a precondition claim that must hold); the chapter passes
+    what its run has: ``ours = {"conditions": {name: value}, "value": what the rule judges}`` (see
+    :meth:`Condition.judge`; ``value`` may be ``None`` when a condition is unmet, e.g. an arm that
+    was not trained). With any condition unmet the verdict is "not comparable" and the reason names
+    every unmet condition, what ours is and what the claim needs; with all met ``rule`` decides.
+    Every chapter puts a claim its run cannot speak to through this one rule.
     """
+    rule: Any
+    conditions: tuple[Condition, ...]
+
+    def __init__(self, rule: Any, *conditions: Condition):
+        if not _is_rule(rule):
+            raise AnatomyKitError(f"Precondition needs a rule to apply, got {rule!r}")
+        if not conditions or not all(isinstance(c, Condition) for c in conditions):
+            raise AnatomyKitError(f"Precondition needs at least one Condition, got {conditions!r}")
+        names = [c.name for c in conditions]
+        if len(set(names)) != len(names):
+            raise AnatomyKitError(f"Precondition condition names must differ, got {names}")
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "conditions", tuple(conditions))
+
+    def describe(self, reference: Mapping) -> str:
+        needs = "; ".join(c.text() for c in self.conditions)
+        return f"Not comparable unless our run meets every condition ({needs}); then: {self.rule.describe(reference)}"
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        names = [c.name for c in self.conditions]
+        if (not isinstance(ours, Mapping) or set(ours) != {"conditions", "value"}
+                or not isinstance(ours["conditions"], Mapping) or sorted(ours["conditions"]) != sorted(names)):
+            raise AnatomyKitError(f'Precondition needs ours as {{"conditions": {{name: value}} for exactly {names}, '
+                                  f'"value": what the rule judges}}, got {ours!r}')
+        judged = [(c, *c.judge(ours["conditions"][c.name])) for c in self.conditions]
+        near = any(n for *_, n in judged)
+        unmet = [(c, text) for c, met, text, _ in judged if not met]
+        if unmet:
+            why = "; ".join(f"{c.name}: ours {text}, the claim needs {c.needs}"
+                            + (f" (≥ {_g(c.minimum)})" if c.minimum is not None else "") for c, text in unmet)
+            short = "; ".join(f"{c.name} {text}" for c, text in unmet)
+            return Decision("not comparable", f"{why}: our run cannot speak to the claim",
+                            summary=shorten(f"not met: {short}; cannot speak to the claim"), near_threshold=near)
+        inner = self.rule.decide(ours["value"], reference)
+        met = ", ".join(f"{c.name} {text}" for c, _, text, _ in judged)
+        return Decision(inner.verdict, f"conditions met ({met}); {inner.reason}", inner.interval, inner.null,
+                        inner.summary or shorten(inner.reason), inner.near_threshold or near, inner.shown,
+                        p=inner.p)
+
+
+@dataclass(frozen=True)
+class Requires:
+    """One numeric precondition, the spelling the registry holds for claims registered before
+    :class:`Precondition` (``data_manifest/rule_registry.yaml`` rebuilds their rules by class name): a
+    :class:`Precondition` with the one :class:`Condition` ``what`` ≥ ``minimum``, decided by it.
+    ``ours = {"precondition": x, "value": v}``. New claims use :class:`Precondition`."""
     rule: Any
     minimum: float
     what: str
 
     def __post_init__(self) -> None:
-        if not _is_rule(self.rule):
-            raise AnatomyKitError(f"Requires needs a rule to apply, got {self.rule!r}")
-        _number("minimum", self.minimum)
         if not str(self.what).strip():
             raise AnatomyKitError("Requires needs `what`: a few words naming the precondition")
+        self._as_precondition()
+
+    def _as_precondition(self) -> Precondition:
+        return Precondition(self.rule, Condition(str(self.what), f"at least {_g(_number('minimum', self.minimum))}",
+                                                 self.minimum))
 
     def describe(self, reference: Mapping) -> str:
-        return (f"Not comparable unless {self.what} is at least {_g(self.minimum)}; then: "
-                f"{self.rule.describe(reference)}")
+        return self._as_precondition().describe(reference)
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         if not isinstance(ours, Mapping) or set(ours) != {"precondition", "value"}:
             raise AnatomyKitError('Requires needs ours as {"precondition": number, "value": what the rule judges}')
-        x = _number(self.what, ours["precondition"])
-        gate_near = near_threshold(x, x, [self.minimum])
-        if x < self.minimum:
-            return Decision("not comparable", f"{self.what} is {_g(x)}, below the {_g(self.minimum)} the claim "
-                            "needs, so our number cannot speak to it",
-                            summary=shorten(f"{self.what} {_g(x)} < {_g(self.minimum)}: cannot speak to the claim"),
-                            near_threshold=gate_near)
-        inner = self.rule.decide(ours["value"], reference)
-        return Decision(inner.verdict, f"{self.what} is {_g(x)} ≥ {_g(self.minimum)}; {inner.reason}",
-                        inner.interval, inner.null, inner.summary or shorten(inner.reason),
-                        inner.near_threshold or gate_near, inner.shown, p=inner.p)
+        return self._as_precondition().decide({"conditions": {str(self.what): ours["precondition"]},
+                                               "value": ours["value"]}, reference)

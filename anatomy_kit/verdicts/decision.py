@@ -25,7 +25,7 @@ from ..stats import (Interval, PairedComparison, format_p, paired_t_interval, si
 from ..validate import AnatomyKitError, check_choice
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "paper_value", "combine_verdicts", "near_threshold",
-           "p_near_alpha", "shorten", "SUMMARY_MAX", "NEAR_FRACTION"]
+           "p_near_alpha", "shorten", "unattainable", "sign_flip_floor", "SUMMARY_MAX", "NEAR_FRACTION"]
 
 SUMMARY_MAX = 120      # characters of Decision.summary (one line of a compact table)
 NEAR_FRACTION = 0.05   # an interval end this fraction of the width from a deciding threshold is "near" it
@@ -38,9 +38,9 @@ VERDICT_MEANINGS = {
     "partly reproduced": "Some parts of the claim, or the weaker form named by the rule's partial threshold, hold, and no part is contradicted.",
     "mixed": "Some parts of the claim hold and others are contradicted by our data.",
     "not reproduced": "Our data contradict the claim: an interval on the wrong side, or a number beyond the partial threshold.",
-    "not established": "Our data cannot decide: the interval includes 0 or the null, or too few seeds or layers for a test.",
+    "not established": "Our data cannot decide: the interval includes 0 or the null.",
     "holds by construction": "It holds because of how the experiment is built (the reason says how), so it is no evidence for the claim.",
-    "not comparable": "Our setting cannot test the claim (another model, scale or measurement), so no number of ours speaks to it.",
+    "not comparable": "Our setting cannot test the claim (another model, scale or measurement, an unmet precondition, or a test whose smallest attainable p exceeds alpha), so no number of ours speaks to it.",
 }
 
 
@@ -143,6 +143,27 @@ def p_near_alpha(p: float, alpha: float) -> bool:
     return math.isfinite(p) and abs(p - alpha) <= NEAR_FRACTION * max(p, alpha)
 
 
+def sign_flip_floor(n: int) -> float:
+    """The smallest two-sided p an exact sign-flip test on ``n`` paired values can give: ``2 / 2**n``
+    (every value on one side); at 95 % it reaches 0.05 from n = 6 (1/32), never with n ≤ 5 (n = 5: 1/16)."""
+    return 2.0 / 2 ** n
+
+
+def unattainable(smallest_p: float, alpha: float, test: str) -> Decision | None:
+    """"not comparable" when ``test`` cannot reach ``alpha`` even in its best case (its smallest attainable
+    p, ``smallest_p``, exceeds ``alpha``: 6 layers with a one-in-six null give 1/6, a sign-flip test on 3
+    seeds 2/2³); ``None`` when it can (``smallest_p ≤ alpha``: a p equal to alpha counts as reaching it).
+    Every rule that judges through such a null asks this first, so the design, not the data, is named."""
+    if not (math.isfinite(smallest_p) and 0 < smallest_p <= 1):
+        raise AnatomyKitError(f"smallest_p={smallest_p!r} must be a probability in (0, 1]")
+    if smallest_p <= alpha:
+        return None
+    why = (f"{test}: its smallest attainable p is {smallest_p:.3g} > α = {alpha:g}, so no outcome could "
+           "reach significance: the design cannot speak to the claim")
+    return Decision("not comparable", why, summary=shorten(f"{test}: smallest attainable p {smallest_p:.3g} > "
+                                                          f"{alpha:g}, cannot decide"))
+
+
 def shorten(text: str, limit: int = SUMMARY_MAX) -> str:
     """``text`` on one line, cut at a word boundary with "…" to at most ``limit`` characters (the compact
     claims tables of every chapter and the report)."""
@@ -230,6 +251,15 @@ def _items(ours: Any) -> list[tuple[str, Any]]:
     return [("", ours)]
 
 
+def _sign_flip_n(value: Any, method: str | None) -> int | None:
+    """The number of paired values when ``value`` is judged by an exact sign-flip interval, else ``None``."""
+    if isinstance(value, Interval):
+        return value.n if value.method == "sign-flip" else None
+    if method != "sign-flip":
+        return None
+    return value.n if isinstance(value, PairedComparison) else len(value)
+
+
 def _data(value: Any) -> tuple[np.ndarray | None, Interval | None]:
     """The paired differences behind ``value`` (a PairedComparison or a list of numbers), else a t Interval."""
     if isinstance(value, PairedComparison):
@@ -281,12 +311,17 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
     judged = []
     for name, value in _items(ours):
         low, high, text = _span(value, confidence, method)
-        judged.append((name, value, low, high, text, *classify(low, high)))
+        n = _sign_flip_n(value, method)
+        floor = None if n is None else unattainable(sign_flip_floor(n), 1 - confidence + 1e-12,
+                                                    f"sign-flip test on n = {n}")
+        words = (("not comparable", f"smallest attainable sign-flip p {_g(sign_flip_floor(n))} > "
+                  f"{1 - confidence:.3g}: cannot decide") if floor else classify(low, high))
+        judged.append((name, value, low, high, text, *words))
     verdict = combine_verdicts([j[5] for j in judged])
     p = joint_p([interval_test_p(value, thresholds, method, test) for _, value, *_ in judged]) if test else None
     interval = "; ".join(f"{name + ': ' if name else ''}{text}" for name, _, _, _, text, _, _ in judged)
     body = "; ".join(f"{name + ': ' if name else ''}{text}: {words}" for name, _, _, _, text, _, words in judged)
-    near = any(near_threshold(low, high, thresholds) for _, _, low, high, *_ in judged)
+    near = any(near_threshold(low, high, thresholds) for _, _, low, high, *_, v, _ in judged if v != "not comparable")
     if len(judged) == 1:
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""

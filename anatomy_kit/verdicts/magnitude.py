@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from ..stats import format_p
 from ..validate import AnatomyKitError, check_choice, check_int
-from .decision import Decision, _brief, _g, _number, _span, near_threshold, p_near_alpha, paper_value, shorten
+from .decision import (Decision, _brief, _g, _number, _span, near_threshold, p_near_alpha, paper_value, shorten,
+                       unattainable)
 from .nulls import EDGE_NULL_TEXT, edge_rank_chance
 
 
@@ -138,6 +139,10 @@ class RankAtMost:
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         best, worst, n, text, near = self._ranks(ours)
+        if self.null == "exchangeable" and (no := unattainable(self.k / n, self.alpha,
+                                                               f"top {self.k} of {n} layers exchangeable")):
+            return Decision(no.verdict, f"{self._name()} is our rank {best}–{worst} of {n}; {no.reason}",
+                            summary=no.summary, shown=f"rank {best}–{worst} of {n}")
         chance = (edge_rank_chance(ours, self.item, self.k, draws=self.draws, seed=self.seed).p
                   if self.null == "edge" else self.k / n)
         verdict = "reproduced" if worst <= self.k else "not reproduced" if best > self.k else "not established"

@@ -14,7 +14,7 @@ decide, so a changed threshold changes both. Every rule, by what the claim says:
   or ``"edge"``, :mod:`.nulls`);
 - a rank correlation has the paper's sign: ``RankCorrelation``; a statistic beats a null model: ``BeyondNull``;
 - several parts: ``AllOf`` (mixed when some hold and others are contradicted); a precondition first:
-  ``Requires``; cannot be tested here: ``NotComparable``; holds because of how the experiment is
+  ``Precondition`` (named ``Condition`` s); cannot be tested here: ``NotComparable``; holds because of how the experiment is
   built: ``ByConstruction`` (:mod:`.combine`).
 
 Rules take ``ours`` as: a :class:`~anatomy_kit.stats.PairedComparison` or a list of paired
@@ -23,6 +23,12 @@ a ``(low, high)`` tuple, or a plain number, which counts as a zero-width point (
 deterministic measurements; the reason then says "a point, no interval"). One primary statistic
 decides; other readings go in the claim's ``secondary`` (shown, never judged). Every decision has a
 one-line ``summary`` and says whether it is ``near_threshold`` (:mod:`.decision`).
+
+Attainable p: a rule that judges through a null or an exact test (``SetOverlap``, ``RankAtMost``,
+``RankCorrelation``, ``BeyondNull`` on a permutation null, every interval rule on an exact sign-flip
+interval) knows the smallest p its design can give (``smallest_p``; a sign-flip test on n seeds:
+``2/2**n``); when that exceeds alpha the verdict is "not comparable" whatever the data, with that p in
+the reason (:func:`~.decision.unattainable`): the design, not the data, cannot speak.
 """
 
 from __future__ import annotations
@@ -33,16 +39,21 @@ from typing import Any, Mapping
 
 from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, overlap_chance, spearman
 from ..validate import AnatomyKitError, check_choice, check_int
-from .combine import AllOf, ByConstruction, NotComparable, Requires
+from .combine import AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal, Precondition, Requires
 from .decision import (VERDICT_MEANINGS, VERDICTS, Decision, _brief, _g, _judge_each, _number, _pct, _side, _span,
-                       combine_verdicts, near_threshold, p_near_alpha, paper_value, shorten)
+                       combine_verdicts, near_threshold, p_near_alpha, paper_value, shorten, unattainable)
 from .equivalence import Equivalent
 from .magnitude import Magnitude, RankAtMost
 from .nulls import EDGE_NULL_TEXT, centres, edge_overlap_chance
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "NotComparable", "Requires", "ByConstruction", "combine_verdicts", "paper_value"]
+           "BeyondNull", "AllOf", "OnePartPerSignal", "NotComparable", "Precondition", "Condition", "Requires",
+           "ByConstruction", "combine_verdicts", "paper_value"]
+
+
+_SIGN_FLIP_FLOOR = (" A sign-flip interval on n paired values whose smallest attainable p, 2/2ⁿ, exceeds the "
+                    "level (n ≤ 5 at 95 %) gives not comparable: the design cannot speak.")
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,7 @@ class IntervalBelow:
         return (f"Reproduced if every {_pct(self.confidence)} {kind} lies entirely {side} {t}; partly reproduced if "
                 f"some do and the others contain {t}; mixed if some lie entirely {side} {t} and others {other} it; not "
                 f"established if all contain {t}; not reproduced if none lies {side} {t} and some lie {other} it "
-                "(a point on the threshold counts as not beyond it).")
+                "(a point on the threshold counts as not beyond it)." + _SIGN_FLIP_FLOOR * (self.method == "sign-flip"))
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         side, t = "below" if self._below else "above", _g(self.threshold)
@@ -230,6 +241,11 @@ class SetOverlap:
         if self.full > len(paper):
             raise AnatomyKitError(f"full={self.full} exceeds the paper's {len(paper)} members")
         shared = sorted(mine & paper)
+        best = self.smallest_p(len(mine), len(paper), n_layers)
+        if best is not None and (no := unattainable(best, self.alpha, f"{self._null_name()} null on {len(mine)} of "
+                                                    f"{n_layers} layers")):
+            return Decision(no.verdict, f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)}; "
+                            + no.reason, summary=no.summary, shown="{" + ", ".join(map(str, sorted(mine))) + "}")
         verdict = ("reproduced" if len(shared) >= self.full else
                    "partly reproduced" if len(shared) >= self.partly else "not reproduced")
         reason = f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)} {shared}"
@@ -257,6 +273,17 @@ class SetOverlap:
         summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
         shown = "{" + ", ".join(map(str, sorted(mine))) + "}"
         return Decision(verdict, reason, summary=shorten(summary), near_threshold=near, shown=shown, p=chance)
+
+    def _null_name(self) -> str:
+        return "edge-structured" if self.null == "edge" else "exchangeable"
+
+    def smallest_p(self, n_ours: int, n_paper: int, n_layers: int | None) -> float | None:
+        """The smallest chance p this rule's null can give (``None``: no null applies): our set holding as many
+        of the paper's layers as it can (exchangeable: hypergeometric), or one Monte Carlo draw's floor
+        ``1/(1 + draws)`` (edge)."""
+        if self.null == "edge":
+            return 1 / (1 + self.draws)
+        return overlap_chance(min(n_ours, n_paper), n_layers, n_paper, n_ours) if n_layers else None
 
     def _split(self, ours: Any) -> tuple[Any, dict | None]:
         """``(the set, the importance map or None)``."""
@@ -292,6 +319,9 @@ class RankCorrelation:
         sign = _expected_sign(self.expected_sign, reference)
         r = ours if isinstance(ours, SpearmanResult) else spearman(*ours)
         text = format_spearman(r, min_n=self.min_n, noun="points")
+        best = self.smallest_p(r)
+        if best is not None and (no := unattainable(best, self.alpha, f"Spearman's exact test on n = {r.n}")):
+            return Decision(no.verdict, f"ρ = {_g(r.rho)}; {no.reason}", text, summary=no.summary)
         near = r.n >= self.min_n and p_near_alpha(r.p, self.alpha)
         if r.n < self.min_n or math.isnan(r.rho) or r.p > self.alpha:
             why = f"fewer than {self.min_n} points" if r.n < self.min_n else f"p > {self.alpha:g} or ρ undefined"
@@ -302,6 +332,14 @@ class RankCorrelation:
             verdict, why = "not reproduced", f"the opposite of the paper's {sign} sign"
         p = r.p if r.n >= self.min_n and not math.isnan(r.p) else None
         return Decision(verdict, f"{text}: {why}", text, summary=shorten(f"{text}: {why}"), near_threshold=near, p=p)
+
+    @staticmethod
+    def smallest_p(r: SpearmanResult) -> float | None:
+        """The smallest p of the exact test on ``r.n`` untied points: a perfect order, ``2/n!`` two-sided
+        (``1/n!`` one-sided); ``None`` for the permutation test (n > 9: below 1e-5 either way)."""
+        if r.method != "exact":
+            return None
+        return (2 if r.alternative == "two-sided" else 1) / math.factorial(r.n)
 
 
 @dataclass(frozen=True)
@@ -345,12 +383,23 @@ class BeyondNull:
                         summary=shorten(f"{_brief(ours[0], low, high)} vs {null_text}: {what}"),
                         near_threshold=near_threshold(low, high, [nlo, nhi]))
 
+    @staticmethod
+    def smallest_p(r: PermutationNull) -> float:
+        """The smallest p the null can give: ours beyond every null value, ``1/n`` with all ``n`` values
+        enumerated (ours among them), ``1/(1 + n)`` from ``n`` Monte Carlo draws."""
+        return 1 / r.n_perm if r.method == "exact" else 1 / (1 + r.n_perm)
+
     def _permutation(self, r: PermutationNull) -> Decision:
         p, q = r.p_value(self.direction), r.p_value("less" if self.direction == "greater" else "greater")
         if r.null_sd == 0 and math.isclose(r.observed, r.null_mean, rel_tol=1e-9, abs_tol=1e-12):
             return Decision("not established", f"ours {_g(r.observed)} equals the null model's value "
                             "(every shuffled order gives it)", None, r.describe(),
                             summary=f"ours {_g(r.observed)} equals the null model's value")
+        best = self.smallest_p(r)
+        null = f"{r.n_perm:,} {'enumerated null values' if r.method == 'exact' else 'null draws'}"
+        if no := unattainable(best, self.alpha, null):
+            return Decision(no.verdict, f"observed {_g(r.observed)}; {no.reason}", None, r.describe(),
+                            summary=no.summary)
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
         draws = getattr(r, "draws", None) or ("distinct orders" if r.method == "exact" else "shuffles")
         reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
@@ -374,7 +423,8 @@ class IntervalContains:
     def describe(self, reference: Mapping) -> str:
         return (f"Reproduced if every {_pct(self.confidence)} {self.method or 'plain'} interval contains {_g(self.value)} "
                 "(no difference established, as the paper says); mixed if some do and others exclude it; not "
-                "reproduced if none does. This is no test of equality: that needs Equivalent and its margin.")
+                "reproduced if none does. This is no test of equality: that needs Equivalent and its margin."
+                + _SIGN_FLIP_FLOOR * (self.method == "sign-flip"))
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         v = _g(self.value)
