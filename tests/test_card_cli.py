@@ -86,3 +86,78 @@ def test_malformed_options_are_refused_by_the_parser(options, words, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["card", "embedded", *options])
     assert stop.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """Loading weights or building the card fails the test: every check must come first."""
+    from anatomy_kit.card import build
+    from anatomy_kit.hf import models
+
+    def refuse(*a, **k):
+        raise AssertionError("weights were loaded or the card started: the check must come before")
+
+    monkeypatch.setattr(build, "build_card", refuse)
+    monkeypatch.setattr(models, "load_model", refuse)
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--save-pruned", "2", "pruned"], "--save-pruned 2: the card measures pruned sets of 1..1 layers (the default K"),
+    (["-K", "2", "--save-pruned", "2", "p", "--save-method", "best"], "--save-method='best' is not accepted; "
+                                                                      "choose one of 'block_influence'"),
+    (["-K", "6"], "max_prune (K) = 6 is not below the model's 6 layers"),
+    (["-K", "5"], None),                                   # the boundary: K = L − 1 is accepted
+    (["--corpus", "no_such.txt"], "corpus file 'no_such.txt' does not exist"),
+    (["--ffn-budget", "5%"], "ffn_budget=0.05 asks for"),
+])
+def test_every_argument_is_checked_before_the_model_loads(options, words, saved_tiny_model, corpus, tmp_path,
+                                                         capsys, monkeypatch, nothing_loads):
+    monkeypatch.chdir(tmp_path)
+    command = ["card", str(saved_tiny_model), "--corpus", corpus, *SIZES, *options]
+    if words is None:                                      # passed every check, stopped at the refused build
+        with pytest.raises(AssertionError, match="weights were loaded or the card started"):
+            main(command)
+        return
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert words in err, err
+
+
+def test_a_short_corpus_is_refused_before_the_weights_load(saved_tiny_model, tmp_path, capsys, monkeypatch):
+    from anatomy_kit.hf import models
+
+    def refuse(*a, **k):
+        raise AssertionError("weights were loaded: the text must be checked before")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+    monkeypatch.chdir(tmp_path)
+    short = tmp_path / "short.txt"
+    short.write_text("\n\n".join(f"document {i} has a few words" for i in range(20)))
+    assert main(["card", str(saved_tiny_model), "--corpus", str(short), *SIZES]) == 1
+    err = capsys.readouterr().err
+    assert "is too short: its" in err and "half" in err and "train split" not in err, err
+
+
+@pytest.mark.parametrize("name, made", [("models/no_such_model", "models"), ("./no_such_model", None),
+                                        ("a/b/c", None)])
+def test_a_missing_folder_is_named_at_once(name, made, tmp_path, capsys, monkeypatch, nothing_loads):
+    monkeypatch.chdir(tmp_path)
+    if made:
+        (tmp_path / made).mkdir()
+    assert main(["card", name]) == 1
+    err = capsys.readouterr().err
+    assert f"model={name!r} names a folder, but" in err and "does not exist" in err, err
+
+
+def test_an_existing_folder_without_config_and_an_unknown_architecture_are_named(tmp_path, capsys, nothing_loads):
+    from anatomy_kit.card.loading import causal_lm_types
+
+    (tmp_path / "empty").mkdir()
+    assert main(["card", str(tmp_path / "empty")]) == 1
+    assert "has no config.json" in capsys.readouterr().err
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    assert main(["card", str(tmp_path / "odd")]) == 1
+    err = capsys.readouterr().err
+    assert "model_type='no-such-architecture'" in err and "llama" in causal_lm_types()
+    assert f"the {len(causal_lm_types())} model types accepted are: " in err and ", llama, " in err, err

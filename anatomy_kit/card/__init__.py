@@ -41,7 +41,8 @@ schema version (:func:`.cache.card_key`). The book page builds its card with
 from .build import build_card, estimate_only
 from .compare import compare_cards, write_comparison
 from .document import Card, cached_cards, load_card
-from .errors import (CardSchemaError, CorpusTooShort, InsufficientMemory, LayerAccessMismatch, OutputFolderConflict,
+from .errors import (CardSchemaError, CorpusTooShort, InsufficientMemory, LayerAccessMismatch, ModelNotFound,
+                     OutputFolderConflict,
                      PruneDepthTooLarge, StructureNotRecognised, UnsupportedArchitecture, WidthBudgetInfeasible)
 from .exports import save_pruned
 from .render import card_html, card_markdown
@@ -50,5 +51,5 @@ from .settings import CardSettings
 
 __all__ = ["build_card", "estimate_only", "compare_cards", "write_comparison", "Card", "cached_cards", "load_card",
            "save_pruned", "card_html", "card_markdown", "CARD_SCHEMA", "SCHEMA", "validate_card", "CardSettings",
-           "CardSchemaError", "CorpusTooShort", "InsufficientMemory", "LayerAccessMismatch", "OutputFolderConflict",
+           "CardSchemaError", "CorpusTooShort", "InsufficientMemory", "LayerAccessMismatch", "ModelNotFound", "OutputFolderConflict",
            "PruneDepthTooLarge", "StructureNotRecognised", "UnsupportedArchitecture", "WidthBudgetInfeasible"]

@@ -23,10 +23,11 @@ from ..hf.layers import decoder_layers
 from ..hf.models import LoadedModel
 from ..validate import AnatomyKitError
 from .agreement import FLAG_RULE, disagreement_flags, rank_agreement, top_k_overlaps
+from .checks import check_request
 from .cache import CardCache, StageClock, card_key, peak_rss_mb
 from .causal import CAUSAL_SIGNALS, causal_summary
 from .document import Card
-from .loading import estimate_memory, load_for_card, model_identity, verify_layer_access
+from .loading import estimate_memory, load_for_card, load_tokenizer, model_identity, verify_layer_access
 from .measure import measure_work, stream_batches
 from .provenance import provenance
 from .schema import SCHEMA, validate_card
@@ -48,10 +49,12 @@ NOTES = (
 )
 
 
-def _resolve_model(model, tokenizer, settings: CardSettings, device: str, available: int | None):
+def _resolve_model(model, tokenizer, settings: CardSettings, device: str, available: int | None,
+                   before_weights=None):
     """``(model, tokenizer, identity, memory estimate or None, settings)`` for a name, LoadedModel or nn.Module."""
     if isinstance(model, str):
-        loaded, identity, estimate = load_for_card(model, settings, device=device, available=available)
+        loaded, identity, estimate = load_for_card(model, settings, device=device, available=available,
+                                                   before_weights=before_weights)
         return loaded.model, loaded.tokenizer, identity, estimate.to_dict(), settings
     if isinstance(model, LoadedModel):
         tokenizer, name, source, model = model.tokenizer, model.name, model.source, model.model
@@ -88,6 +91,11 @@ def _agreement(cheap: dict, causal: dict | None, k: int, seed: int) -> tuple[dic
             "flag_rule": FLAG_RULE}, flags
 
 
+def _text(tokenizer, corpus: str, settings: CardSettings):
+    return card_text(tokenizer, corpus, block_size=settings.block_size, n_eval=settings.n_eval_blocks,
+                     n_calibration=settings.n_calibration_blocks)
+
+
 def build_card(model, *, tokenizer=None, corpus: str = "python-docs", settings: CardSettings | None = None,
                device: str = "auto", cache_dir: str | Path | None = None, progress: bool = True,
                available_memory: int | None = None) -> Card:
@@ -100,14 +108,21 @@ def build_card(model, *, tokenizer=None, corpus: str = "python-docs", settings: 
     """
     settings = (settings or CardSettings()).validate()
     started = (time.perf_counter(), time.process_time())
-    model, tokenizer, identity, memory, settings = _resolve_model(model, tokenizer, settings, device, available_memory)
+    early, check_text = {}, None
+    if isinstance(model, str):      # every argument, the memory and the text checked before the weights load
+        _, settings = check_request(model, corpus=corpus, settings=settings)
+        name = model
+
+        def check_text():
+            early["text"] = _text(load_tokenizer(name), corpus, settings)
+    model, tokenizer, identity, memory, settings = _resolve_model(model, tokenizer, settings, device, available_memory,
+                                                                  check_text)
     model.eval()
     n_layers = len(decoder_layers(model))
     settings = settings.resolved(n_layers)
     check_budget(today_widths(model)[0], settings.ffn_budget)
     dev = next(model.parameters()).device
-    text = card_text(tokenizer, corpus, block_size=settings.block_size, n_eval=settings.n_eval_blocks,
-                     n_calibration=settings.n_calibration_blocks)
+    text = early.get("text") or _text(tokenizer, corpus, settings)
     verification = verify_layer_access(model, text.eval_blocks[:1], dtype=settings.dtype)
     setup = {"wall_s": round(time.perf_counter() - started[0], 3), "cpu_s": round(time.process_time() - started[1], 3)}
     key = card_key(identity, text.token_sha256, settings.to_dict(), dev.type)
@@ -176,4 +191,3 @@ def estimate_only(name: str, settings: CardSettings | None = None) -> dict:
     config, _, _ = model_config(name)
     check_architecture(config)
     return estimate_memory(config, (settings or CardSettings()).validate()).to_dict()
-

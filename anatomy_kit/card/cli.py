@@ -79,15 +79,12 @@ def _settings(args) -> CardSettings:
 
 
 def save_pruned_k(args) -> int:
-    """K of ``--save-pruned K DIR`` (the book page *Your model's report card*), checked before any
-    measuring: a whole number of layers, at least 1, and no larger than ``-K`` when that is given (the
-    card measures pruned sets of 1..K layers only)."""
+    """K of ``--save-pruned K DIR`` (the book page *Your model's report card*): a whole number of layers,
+    at least 1 (that it is ≤ the card's K is checked with the model's configuration,
+    :func:`.checks.check_request`)."""
     k_text, folder = args.save_pruned
     if not k_text.isdigit() or int(k_text) < 1:
         raise AnatomyKitError(f"--save-pruned {k_text!r} {folder!r}: K must be a whole number of layers, at least 1")
-    if args.max_prune is not None and int(k_text) > args.max_prune:
-        raise AnatomyKitError(f"--save-pruned {k_text}: the card measures pruned sets of 1..{args.max_prune} layers "
-                              f"(-K {args.max_prune}); give K ≤ {args.max_prune} or a larger -K")
     return int(k_text)
 
 
@@ -127,14 +124,17 @@ def run_card(args) -> int:
         raise AnatomyKitError("give a MODEL ('embedded', a folder or a hub id) or --compare A.json B.json …")
     if args.save_pruned and args.quick:
         raise AnatomyKitError("--save-pruned needs the measured pruning of a full card; drop --quick")
-    if args.save_pruned:
-        save_pruned_k(args)                             # a bad K stops here, before any measuring
     from .build import build_card
     from .cache import check_out_folder
+    from .checks import check_request
 
+    settings = _settings(args)
+    check_request(args.model, corpus=args.corpus, settings=settings,     # every argument, before any loading
+                  save_k=save_pruned_k(args) if args.save_pruned else None,
+                  save_method=args.save_method if args.save_pruned else None)
     out = args.out or Path(f"card-{_slug(args.model)}")
     check_out_folder(out, {"name": args.model})        # before any work; write() checks the checksum too
-    card = build_card(args.model, corpus=args.corpus, settings=_settings(args), device=args.device,
+    card = build_card(args.model, corpus=args.corpus, settings=settings, device=args.device,
                       cache_dir=args.cache or out / "cache")
     paths = card.write(out)
     lines = [repr(card), f"card: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"]

@@ -18,8 +18,10 @@ from ..hf.evaluation import Batch
 from .measure import BatchResults, measure_pruned
 from .pruning import (Candidate, block_sets, greedy_removal, last_k_sets, one_shot_sets, random_p, random_sets,
                       set_key)
+from .signals import CHEAP_SIGNALS
+from .work import WORK_SIGNALS
 
-__all__ = ["RESCORED", "pruning_panel", "candidates"]
+__all__ = ["RESCORED", "PROPOSAL_METHODS", "pruning_panel", "candidates"]
 
 RESCORED = ("greedy: after each removal, the summed NLL of the calibration blocks with each remaining layer also "
             "skipped is re-measured on the pruned model (one capture pass plus a replay of layers j … L−1 per "
@@ -42,6 +44,10 @@ def _entry(c: Candidate, blocks: np.ndarray, results: BatchResults, confidence: 
             "ppl": float(np.exp(blocks.sum() / results.n_targets.sum())), "delta_pct": iv.mean, "low": iv.low,
             "high": iv.high, "p_random": None, "chosen_on": chosen_on}
 
+
+#: Every method whose sets the card measures (and ``--save-pruned`` can remove), baselines excluded.
+PROPOSAL_METHODS = (*CHEAP_SIGNALS, *WORK_SIGNALS, "skip_calibration", "prune_me_block", "greedy",
+                    "last_k")
 
 _CHOSEN_ON = {"skip_calibration": "calibration blocks", "greedy": "calibration blocks", "last_k": "no data",
               "random": "no data (seeded draw)", "prune_me_block": "evaluation blocks, states only (no loss)"}
