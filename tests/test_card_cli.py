@@ -21,10 +21,14 @@ def corpus(tmp_path_factory):
 
 
 def test_card_command_writes_the_card_and_a_pruned_model(saved_tiny_model, corpus, tmp_path, capsys,
-                                                          one_torch_thread):
+                                                          one_torch_thread, monkeypatch):
+    from test_card_parts import mergekit_resolves
+
     out, pruned = tmp_path / "card", tmp_path / "pruned"
-    rc = main(["card", str(saved_tiny_model), "--corpus", corpus, *SIZES, "-K", "2", "--ffn-budget", "60%",
+    monkeypatch.chdir(saved_tiny_model.parent)                     # the model typed as a relative folder
+    rc = main(["card", f"./{saved_tiny_model.name}", "--corpus", corpus, *SIZES, "-K", "2", "--ffn-budget", "60%",
                "--out", str(out), "--save-pruned", "2", str(pruned)])
+    monkeypatch.chdir(tmp_path)
     printed = capsys.readouterr().out
     assert rc == 0
     for name in ("card.html", "card.md", "card.json", "card.schema.json", "widths.json", "drop_list.json",
@@ -36,6 +40,8 @@ def test_card_command_writes_the_card_and_a_pruned_model(saved_tiny_model, corpu
     config = yaml.safe_load((out / "mergekit" / "passthrough_k2.yaml").read_text())
     kept = [l for s in config["slices"] for l in range(*s["sources"][0]["layer_range"])]
     assert config["merge_method"] == "passthrough" and kept == [l for l in range(6) if l not in drop]
+    model = config["slices"][0]["sources"][0]["model"]
+    assert model == str(saved_tiny_model.resolve()) and mergekit_resolves(model)
     assert json.loads((out / "drop_list.json").read_text())["recommended"]["2"] == drop
     gap = float(re.search(r"relative gap ([0-9.e+-]+)\)", printed).group(1))
     assert gap <= 1e-5 and (pruned / "config.json").exists()

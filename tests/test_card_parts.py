@@ -73,9 +73,43 @@ def test_mergekit_slices_are_half_open_and_keep_every_other_layer():
     assert kept_slices(4, [0]) == [(1, 4)]
     import yaml
 
-    doc = yaml.safe_load(mergekit_yaml("owner/model", 6, [2]))
+    text = mergekit_yaml("owner/model@abc", 6, [2], friendly="my model")
+    doc = yaml.safe_load(text)
     assert [s["sources"][0]["layer_range"] for s in doc["slices"]] == [[0, 2], [3, 6]]
-    assert doc["merge_method"] == "passthrough"
+    assert doc["merge_method"] == "passthrough" and doc["slices"][0]["sources"][0]["model"] == "owner/model@abc"
+    assert "# anatomy_kit layer card: my model without layers [2]" in text
+    assert "the first slice [0, 2] keeps layers 0..1\n" in text                 # the file's own first slice
+    assert "the first slice [1, 6] keeps layers 1..5\n" in mergekit_yaml("m", 6, [0])
+
+
+def mergekit_resolves(model: str) -> bool:
+    """mergekit's reading of a ``model:`` (``ModelReference.parse``): ``path@revision`` split at the last
+    ``@``; an existing folder is loaded from disk if it holds config.json, anything else goes to the hub
+    as an ``owner/name`` id. A relative folder only resolves from the directory it was typed in."""
+    import re
+    from pathlib import Path
+
+    path = model.rsplit("@", 1)[0] if "@" in model and not Path(model).exists() else model
+    if Path(path).is_dir():
+        return Path(path).is_absolute() and (Path(path) / "config.json").is_file()
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*", path) is not None
+
+
+def test_the_mergekit_model_is_what_mergekit_can_load(saved_tiny_model, tmp_path, monkeypatch):
+    from anatomy_kit.card.exports import mergekit_model
+    from anatomy_kit.hf.models import convert_embedded
+
+    monkeypatch.chdir(saved_tiny_model.parent)
+    local = mergekit_model({"name": f"./{saved_tiny_model.name}", "source": "local"})
+    assert local == str(saved_tiny_model.resolve()) and mergekit_resolves(local)
+    monkeypatch.chdir(tmp_path)                                   # from another directory it still loads
+    assert mergekit_resolves(local) and not mergekit_resolves(f"./{saved_tiny_model.name}")
+    assert mergekit_model({"name": "embedded", "source": "embedded"}) == str(convert_embedded().resolve())
+    assert mergekit_resolves(mergekit_model({"name": "embedded", "source": "embedded"}))
+    hub = {"name": "HuggingFaceTB/SmolLM2-135M", "source": "hub", "revision": "93efa2f"}
+    assert mergekit_model(hub) == "HuggingFaceTB/SmolLM2-135M@93efa2f" and mergekit_resolves(mergekit_model(hub))
+    assert not mergekit_resolves("embedded")                      # what the first card wrote
+    assert mergekit_model({"name": "object", "source": "object", "location": None}) is None
 
 
 def test_corpus_files_and_names(tmp_path):

@@ -37,7 +37,7 @@ from .errors import InsufficientMemory, LayerAccessMismatch, UnsupportedArchitec
 from .settings import CardSettings
 
 __all__ = ["causal_lm_types", "model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
-           "check_memory", "verify_layer_access", "model_identity", "load_tokenizer"]
+           "check_memory", "verify_layer_access", "model_location", "model_identity", "load_tokenizer"]
 
 _WEIGHT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
 
@@ -217,12 +217,23 @@ def _weights_checksum(model: nn.Module) -> str | None:
     return h.hexdigest()
 
 
+def model_location(name: str | None, source: str, folder: Path | str | None, revision: str | None) -> str | None:
+    """Where another tool loads this model from: the absolute folder (embedded or local), ``id@revision`` for
+    a hub model (``id`` when the revision is unknown), ``None`` for a model object."""
+    if source in ("embedded", "local") and folder is not None:
+        return str(Path(folder).expanduser().resolve())
+    if source == "hub" and name:
+        return f"{name}@{revision}" if revision else name
+    return None
+
+
 def model_identity(model: nn.Module, name: str | None, source: str, folder: Path | str | None = None) -> dict:
     """What names this model in the provenance and the cache key (module docstring)."""
     cfg = model.config
     out = {"name": name or type(model).__name__, "source": source, "class": type(model).__name__,
            "model_type": getattr(cfg, "model_type", None), "revision": getattr(cfg, "_commit_hash", None),
            "checksum": None, "checksum_of": None}
+    out["location"] = model_location(name, source, folder, out["revision"])
     if source == "embedded" and folder is not None:
         meta = read_json(Path(folder) / "anatomy_kit_source.json", what="embedded model record")
         out.update(checksum=meta["sha256"], checksum_of=f"GGUF file {meta['gguf']}")
