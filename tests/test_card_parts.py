@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from anatomy_kit import anatomy
-from anatomy_kit.card.agreement import disagreement_flags, prunable_set, rank_agreement, top_k_overlaps
+from anatomy_kit.card.agreement import disagreement_flags, flagging_set, prunable_set, rank_agreement, top_k_overlaps
 from anatomy_kit.card.causal import causal_rows
 from anatomy_kit.card.exports import kept_slices, mergekit_yaml
 from anatomy_kit.card.text import corpus_kind, read_documents
@@ -51,10 +51,26 @@ def test_agreement_pairs_overlaps_and_flags():
     assert rho[("a", "b")]["method"] == "exact" and len(rho) == 3
     overlap = {(o["a"], o["b"]): o for o in top_k_overlaps(signals, 2)}
     assert overlap[("a", "b")]["shared"] == [1, 3] and overlap[("a", "b")]["chance_p"] == pytest.approx(1 / comb(7, 2))
-    # skip ΔPPL (median 3.5): layers 0, 1, 6 costly; layer 3 at the median but its interval reaches below 0
-    skip = [{"delta_pct": d, "low": lo} for d, lo in ((9, 1), (8, 2), (1, -1), (3.5, -1), (3, 0.5), (2, -1), (4, 1))]
-    flags = disagreement_flags({"a": signals["a"], "c": signals["c"]}, skip, 2)
-    assert flags[1] == ["a"] and flags[3] == [] and flags[0] == ["c"]
+
+
+
+def test_a_layer_a_signal_ranks_middling_is_flagged_when_skipping_it_is_harmful():
+    """The flag (harm threshold 20 %): 7 layers, prunable half = the 4 lowest, K = 2.
+
+    Signal a ranks (lowest first) 1, 3, 4, 2, 0, 5, 6; its proposed sets are {1, 3}, its half {1, 3, 4, 2}.
+    Skip intervals' lower ends: layer 2 (a's 4th lowest: in the half, not in a set) clears 20; layer 4
+    touches it (not wholly above); layer 1 straddles it; layer 0 clears it but a ranks it 5th."""
+    a = np.array([5.0, 1, 4, 2, 3, 6, 7])
+    lows = [25.0, 10.0, 30.0, -5.0, 20.0, 50.0, 21.0]
+    skip = [{"delta_pct": lo + 10, "low": lo} for lo in lows]
+    flags = disagreement_flags({"a": a}, skip, 2, harm_pct=20.0)
+    assert [l for l, f in enumerate(flags) if f] == [2]               # the middling-ranked, harmful layer
+    assert disagreement_flags({"a": a}, skip, 2, harm_pct=9.0)[1] == ["a"]     # lower threshold: 1 clears it
+    assert disagreement_flags({"a": a}, skip, 2, harm_pct=19.999)[4] == ["a"]  # just below: 4 clears it
+    c = np.array([1.0, 7, 2, 6, 5, 3, 4])                                # c's half: 0, 2, 5, 6
+    flags = disagreement_flags({"a": a, "c": c}, skip, 2, harm_pct=20.0)
+    assert flags[0] == ["c"] and flags[2] == ["a", "c"] and flags[5] == ["c"] and flags[6] == ["c"]
+    assert flagging_set(np.arange(8.0), 5) == set(range(5))             # K above the half: K wins
 
 
 def test_widths_meet_the_budget_within_their_bounds():

@@ -22,7 +22,7 @@ from ..hf.evaluation import make_batches
 from ..hf.layers import decoder_layers
 from ..hf.models import LoadedModel
 from ..validate import AnatomyKitError
-from .agreement import FLAG_RULE, disagreement_flags, rank_agreement, top_k_overlaps
+from .agreement import disagreement_flags, flag_rule, rank_agreement, top_k_overlaps
 from .checks import check_request
 from .cache import CardCache, StageClock, card_key, peak_rss_mb
 from .causal import CAUSAL_SIGNALS, causal_summary
@@ -82,13 +82,15 @@ def _per_layer(n_layers: int, cheap: dict, causal: dict | None, flags: list, wid
             for l in range(n_layers)]
 
 
-def _agreement(cheap: dict, causal: dict | None, k: int, seed: int) -> tuple[dict, list]:
-    series = dict(cheap)
+def _agreement(cheap: dict, causal: dict | None, settings: CardSettings) -> tuple[dict, list]:
+    series, k = dict(cheap), settings.max_prune
     if causal is not None:
         series.update({f"{kind} ΔPPL": np.array([c["delta_pct"] for c in causal[kind]]) for kind in CAUSAL_SIGNALS})
-    flags = disagreement_flags(cheap, causal["skip"], k) if causal is not None else [[] for _ in next(iter(cheap.values()))]
-    return {"signals": list(series), "spearman": rank_agreement(series, seed=seed), "top_k": top_k_overlaps(series, k),
-            "flag_rule": FLAG_RULE}, flags
+    flags = (disagreement_flags(cheap, causal["skip"], k, settings.harm_pct) if causal is not None
+             else [[] for _ in next(iter(cheap.values()))])
+    return {"signals": list(series), "spearman": rank_agreement(series, seed=settings.seed),
+            "top_k": top_k_overlaps(series, k), "flag_rule": flag_rule(settings.harm_pct, settings.confidence),
+            "harm_pct": settings.harm_pct}, flags
 
 
 def _text(tokenizer, corpus: str, settings: CardSettings):
@@ -155,7 +157,7 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
         for k in CAUSAL_SIGNALS}
     today, params = today_widths(model)
     widths = suggest_widths(work["work_gw"], today, params, settings.ffn_budget)
-    agreement, flags = _agreement(cheap, causal, settings.max_prune, settings.seed)
+    agreement, flags = _agreement(cheap, causal, settings)
     angular = results.totals.angular_matrix()
     best = best_blocks(angular)
     pruning = None

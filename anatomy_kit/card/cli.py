@@ -53,6 +53,9 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
                    help=f"tokens of the geometric-work clouds (default {d.geometry_tokens})")
     p.add_argument("--ffn-budget", type=parse_budget, default=d.ffn_budget,
                    help="FFN parameter budget of the width suggestion: 0.75 or 75%% of today's (default 0.75)")
+    p.add_argument("--harm-pct", type=float, default=d.harm_pct,
+                   help=f"flag a layer a cheap signal would prune when its whole skip ΔPPL interval lies above "
+                        f"this (%%, default {d.harm_pct:g})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--dtype", choices=DTYPES, default=d.dtype)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -75,7 +78,7 @@ def _settings(args) -> CardSettings:
     return CardSettings(tokens=args.tokens, block_size=args.block_size, batch_size=args.batch_size,
                         calibration_tokens=args.calibration_tokens, max_prune=args.max_prune, n_random=args.random,
                         geometry_tokens=args.geometry_tokens, ffn_budget=args.ffn_budget, dtype=args.dtype,
-                        quick=args.quick, seed=args.seed).validate()
+                        quick=args.quick, seed=args.seed, harm_pct=args.harm_pct).validate()
 
 
 def save_pruned_k(args) -> int:

@@ -43,6 +43,14 @@ def png_bytes(fig, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
+def _mark_flags(ax, doc: dict) -> None:
+    """Shade every flagged layer (a cheap signal would prune it, skipping it is harmful) and say so in the legend."""
+    flagged = [e["layer"] for e in doc["layers"] if e["flags"]]
+    for i, layer in enumerate(flagged):
+        ax.axvspan(layer - 0.45, layer + 0.45, color="#f4c0c0", zorder=0,
+                   label="flagged: a cheap signal would prune it, skipping it is harmful" if i == 0 else None)
+
+
 def causal_figure(doc: dict):
     """ΔPPL % of each causal edit per layer with its interval (symmetric-log axis)."""
     if doc["layers"][0]["causal"] is None:
@@ -56,6 +64,7 @@ def causal_figure(doc: dict):
         ax.errorbar(layers + (i - 1.5) * 0.12, mid, yerr=err, fmt="o", ms=3, lw=1, capsize=2,
                     color=_CAUSAL_COLOURS[kind], label=kind)
     ax.axhline(0, color="grey", lw=0.8)
+    _mark_flags(ax, doc)
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_xlabel("layer ℓ (0-based)")
     ax.set_ylabel("ΔPPL when taken out (%)")
@@ -73,6 +82,7 @@ def cheap_figure(doc: dict):
         v = np.array([e["cheap"][name] for e in doc["layers"]], dtype=float)
         mid = np.median(v[v > 0]) if (v > 0).any() else 1.0
         ax.plot(layers, np.where(v > 0, v / mid, np.nan), marker="o", ms=3, label=name.replace("_", " "))
+    _mark_flags(ax, doc)
     ax.set_yscale("log")
     ax.set_xlabel("layer ℓ (0-based)")
     ax.set_ylabel("signal / its median over layers")

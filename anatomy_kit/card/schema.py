@@ -80,7 +80,7 @@ CARD_SCHEMA = {
                            "top_k": {"type": "array", "items": _obj({"a": _STR, "b": _STR, "k": _INT,
                                                                      "shared": _LAYERS, "n_shared": _INT,
                                                                      "chance_p": _NUM})},
-                           "flag_rule": _STR}),
+                           "flag_rule": _STR, "harm_pct": _NUM}, ["signals", "spearman", "top_k", "flag_rule"]),
         "pruning": {"oneOf": [{"type": "null"}, _PRUNING]},
         "widths": _obj({"profile": _STR, "budget_fraction": _NUM, "multiple": _INT, "today": _LAYERS,
                         "suggested": _LAYERS, "continuous": {"type": "array", "items": _NUM},

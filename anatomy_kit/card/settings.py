@@ -42,7 +42,9 @@ class CardSettings:
     pruned sets of k = 1 … K layers. ``n_random``: random k-sets per k ≥ 2 (k = 1: all L layers).
     ``geometry_tokens``: tokens in chapter 4's clouds. ``ffn_budget``: the FFN parameter budget of
     the width suggestion as a fraction of today's. ``quick``: cheap signals only (no causal sweep,
-    no pruning).
+    no pruning). ``harm_pct``: the disagreement flag's harm threshold, in % perplexity: a layer whose
+    whole skip ΔPPL interval lies above it is harmful to prune (:mod:`.agreement`); +20 % by default,
+    a fifth more perplexity from removing one layer, which no reader would call "changes little".
     """
 
     tokens: int = 1024
@@ -57,6 +59,7 @@ class CardSettings:
     quick: bool = False
     confidence: float = 0.95
     seed: int = 0
+    harm_pct: float = 20.0
 
     def validate(self) -> "CardSettings":
         check_int("block_size", self.block_size, minimum=8)
@@ -72,6 +75,7 @@ class CardSettings:
         if not isinstance(self.quick, bool):
             raise AnatomyKitError(f"quick={self.quick!r} must be True or False")
         check_positive("ffn_budget", self.ffn_budget)     # its range depends on the model: widths.check_budget
+        check_positive("harm_pct", self.harm_pct)
         if not 0 < self.confidence < 1:
             raise AnatomyKitError(f"confidence={self.confidence!r} must lie strictly between 0 and 1")
         return self
