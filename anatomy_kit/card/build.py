@@ -32,7 +32,7 @@ from .measure import measure_work, stream_batches
 from .provenance import provenance
 from .schema import SCHEMA, validate_card
 from .settings import CardSettings
-from .signals import best_blocks, cheap_signals, max_offset
+from .signals import SIGNAL_DEFINITIONS, best_blocks, cheap_signals, literature_signals, max_offset
 from .suggest import pruning_panel
 from .text import card_text
 from .widths import check_budget, suggest_widths, today_widths
@@ -41,12 +41,30 @@ __all__ = ["build_card"]
 
 NOTES = (
     "Layer indices are 0-based: layer 0 is the first decoder layer.",
-    "Cheap signals average over all tokens of the evaluation blocks (PruneMe uses the last token only).",
     "ΔPPL intervals are Student-t intervals of the mean per-token log-perplexity change, paired over evaluation "
     "blocks; with few blocks they are wide.",
     "Pruned sets are chosen without the evaluation blocks' loss (greedy and skip_calibration on separate "
     "calibration blocks), so their measured perplexities are not selected on the text they are measured on.",
 )
+
+
+_SCOPE = {"all": "all tokens", "last": "last token of each sequence (PruneMe)"}
+_SIGNAL_NOTE = {
+    (a, u): f"Angular distance over {_SCOPE[a]}; update norm as a {u.replace('_', ' ')} "
+            f"(the card's defaults: all tokens, block-size times more samples of the same angle, and a ratio "
+            f"of sums, which a near-zero state cannot dominate); the literature's definitions are under "
+            f"'literature'."
+    for a in SIGNAL_DEFINITIONS["angular_tokens"] for u in SIGNAL_DEFINITIONS["update_norm"]}
+
+
+def literature_section(totals, block_influence: np.ndarray, settings: CardSettings) -> dict:
+    """Every definition of each cheap signal per layer, and the peers' own layer choices on this text:
+    PruneMe's block for every length n (last-token angular distance) and ShortGPT's k lowest-BI layers."""
+    order = sorted(range(len(block_influence)), key=lambda l: (float(block_influence[l]), l))
+    return {"definitions": {k: getattr(settings, k) for k in SIGNAL_DEFINITIONS},
+            "signals": {k: [float(x) for x in v] for k, v in literature_signals(totals).items()},
+            "prune_me_blocks": best_blocks(totals.angular_matrix("last")),
+            "shortgpt_sets": {str(k): sorted(order[:k]) for k in range(1, settings.max_prune + 1)}}
 
 
 def _resolve_model(model, tokenizer, settings: CardSettings, device: str, available: int | None,
@@ -151,14 +169,14 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
                              causal=not settings.quick, store=store, clock=clock, progress=progress)
     work = measure_work(model, text.eval_blocks, n_tokens=settings.geometry_tokens, seed=settings.seed,
                         batch_size=settings.batch_size, store=store, clock=clock)
-    cheap = {**cheap_signals(results.totals), **work}
+    cheap = {**cheap_signals(results.totals, settings.angular_tokens, settings.update_norm), **work}
     causal = None if results.causal is None else {
         k: causal_summary(results.base_nll, results.causal[k], results.n_targets, settings.confidence)
         for k in CAUSAL_SIGNALS}
     today, params = today_widths(model)
     widths = suggest_widths(work["work_gw"], today, params, settings.ffn_budget)
     agreement, flags = _agreement(cheap, causal, settings)
-    angular = results.totals.angular_matrix()
+    angular = results.totals.angular_matrix(settings.angular_tokens)
     best = best_blocks(angular)
     pruning = None
     if not settings.quick:
@@ -177,12 +195,13 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
                      "nll_per_token": float(results.base_nll.sum() / total), "scored_tokens": int(total),
                      "n_blocks": int(len(results.base_nll))},
         "layers": _per_layer(n_layers, cheap, causal, flags, widths),
-        "angular": {"token_scope": "all tokens", "offsets": int(angular.shape[1]),
+        "literature": literature_section(results.totals, cheap["block_influence"], settings),
+        "angular": {"token_scope": _SCOPE[settings.angular_tokens], "offsets": int(angular.shape[1]),
                     "matrix": [[None if np.isnan(x) else float(x) for x in row] for row in angular],
                     "best_blocks": best},
         "agreement": agreement, "pruning": pruning, "widths": widths.to_dict(),
         "provenance": provenance(str(dev), settings.dtype, clock.to_dict(), peak_rss_mb()),
-        "notes": list(NOTES),
+        "notes": [_SIGNAL_NOTE[(settings.angular_tokens, settings.update_norm)], *NOTES],
     }
 
 

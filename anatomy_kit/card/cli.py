@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..validate import AnatomyKitError
 from .settings import DTYPES, CardSettings
+from .signals import SIGNAL_DEFINITIONS
 
 __all__ = ["add_card_parser", "run_card", "parse_budget", "save_pruned_k"]
 
@@ -56,6 +57,10 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--harm-pct", type=float, default=d.harm_pct,
                    help=f"flag a layer a cheap signal would prune when its whole skip ΔPPL interval lies above "
                         f"this (%%, default {d.harm_pct:g})")
+    p.add_argument("--angular-tokens", choices=SIGNAL_DEFINITIONS["angular_tokens"], default=d.angular_tokens,
+                   help="angular distance over all tokens (default) or the last token of each sequence (PruneMe)")
+    p.add_argument("--update-norm", choices=SIGNAL_DEFINITIONS["update_norm"], default=d.update_norm,
+                   help="update norm as a ratio of token sums (default) or a mean of per-token ratios")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--dtype", choices=DTYPES, default=d.dtype)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -78,7 +83,8 @@ def _settings(args) -> CardSettings:
     return CardSettings(tokens=args.tokens, block_size=args.block_size, batch_size=args.batch_size,
                         calibration_tokens=args.calibration_tokens, max_prune=args.max_prune, n_random=args.random,
                         geometry_tokens=args.geometry_tokens, ffn_budget=args.ffn_budget, dtype=args.dtype,
-                        quick=args.quick, seed=args.seed, harm_pct=args.harm_pct).validate()
+                        quick=args.quick, seed=args.seed, harm_pct=args.harm_pct,
+                        angular_tokens=args.angular_tokens, update_norm=args.update_norm).validate()
 
 
 def save_pruned_k(args) -> int:

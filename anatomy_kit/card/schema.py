@@ -47,6 +47,10 @@ _PRUNING = _obj({
                                                                                           "ppl": _NUM})}},
     "recommended": {"type": "object", "additionalProperties": _SET}})
 
+#: Top-level fields every card holds ("literature" was added later: optional, so older cards still validate).
+_REQUIRED = ["schema", "key", "layer_index_base", "model", "settings", "text", "verification", "memory", "baseline",
+             "layers", "angular", "agreement", "pruning", "widths", "provenance", "notes"]
+
 CARD_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "anatomy_kit/layer-card/v1",
@@ -82,6 +86,8 @@ CARD_SCHEMA = {
                                                                      "chance_p": _NUM})},
                            "flag_rule": _STR, "harm_pct": _NUM}, ["signals", "spearman", "top_k", "flag_rule"]),
         "pruning": {"oneOf": [{"type": "null"}, _PRUNING]},
+        "literature": _obj({"definitions": {"type": "object"}, "signals": {"type": "object"},
+                            "prune_me_blocks": {"type": "array"}, "shortgpt_sets": {"type": "object"}}),
         "widths": _obj({"profile": _STR, "budget_fraction": _NUM, "multiple": _INT, "today": _LAYERS,
                         "suggested": _LAYERS, "continuous": {"type": "array", "items": _NUM},
                         "params_today": _INT, "params_suggested": _INT, "lower": _INT, "upper": _LAYERS,
@@ -92,7 +98,7 @@ CARD_SCHEMA = {
                                                                                         "cpu_s": _NUM})},
                             "peak_rss_mb": _NUM}),
         "notes": {"type": "array", "items": _STR},
-    }),
+    }, required=_REQUIRED),
 }
 
 
