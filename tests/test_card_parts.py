@@ -143,3 +143,23 @@ def test_corpus_files_and_names(tmp_path):
     assert read_documents(str(txt), 10)[2] == ["first doc\nstill first", "second doc"]
     with pytest.raises(ValueError, match="not accepted"):
         corpus_kind("no such thing")
+
+
+def test_an_anti_layer_needs_its_whole_interval_below_zero():
+    """Per-block NLL changes (nats per token, 4 blocks of 10 tokens): all −0.1 (wholly below 0), mixed with a
+    negative mean but an interval straddling 0, and all +0.1. The t interval is recomputed here."""
+    from scipy import stats
+
+    from anatomy_kit.card.causal import causal_summary
+
+    base = np.array([30.0, 31.0, 29.0, 30.5])
+    n = np.full(4, 10.0)
+    changes = {"below": np.full(4, -0.1), "straddles": np.array([-0.3, 0.2, -0.25, 0.15]), "above": np.full(4, 0.1)}
+    rows = np.stack([base + 10 * d for d in changes.values()])
+    out = dict(zip(changes, causal_summary(base, rows, n, 0.95)))
+    d = changes["straddles"]
+    half = stats.t.ppf(0.975, 3) * d.std(ddof=1) / 2
+    assert d.mean() < 0 < d.mean() + half                                     # the interval straddles 0
+    assert out["straddles"]["low"] < 0 < out["straddles"]["high"] and not out["straddles"]["anti_layer"]
+    assert out["below"]["anti_layer"] and out["below"]["high"] == pytest.approx(100 * np.expm1(-0.1))
+    assert not out["above"]["anti_layer"]
