@@ -46,6 +46,20 @@ def test_card_command_writes_the_card_and_a_pruned_model(saved_tiny_model, corpu
     gap = float(re.search(r"relative gap ([0-9.e+-]+)\)", printed).group(1))
     assert gap <= 1e-5 and (pruned / "config.json").exists()
     assert json.loads((pruned / "config.json").read_text())["num_hidden_layers"] == 4
+    readme = (pruned / "README.md").read_text()
+    entry = next(e for e in card.doc["pruning"]["sets"] if e["k"] == 2 and e["method"] == "greedy")
+    assert f"without layers {drop}" in readme and "0-based" in readme
+    assert f"Perplexity {entry['ppl']:.6g}" in readme and f"[{entry['low']:+.1f}, {entry['high']:+.1f}]" in readme
+    assert f"context length {card.doc['text']['block_size']}" in readme
+    line = re.search(r"```\n(python -m anatomy_kit card .*)\n```", readme).group(1)
+    assert f"--save-pruned 2 {pruned}" in line and "-K 2" in line and "--ffn-budget 0.6" in line
+    import argparse
+    import shlex
+
+    from anatomy_kit.card.cli import _settings, add_card_parser
+
+    again = add_card_parser(argparse.ArgumentParser().add_subparsers()).parse_args(shlex.split(line)[4:])
+    assert _settings(again).resolved(6).to_dict() == card.doc["settings"]      # the line rebuilds this card
 
 
 def test_quick_card_and_compare(saved_tiny_model, corpus, tmp_path, capsys, one_torch_thread):

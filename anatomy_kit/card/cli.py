@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 from ..validate import AnatomyKitError
@@ -97,10 +98,26 @@ def save_pruned_k(args) -> int:
     return int(k_text)
 
 
+def card_command(args, settings: dict) -> str:
+    """The command line that rebuilds this card and pruned folder, every setting written out (resolved K too)."""
+    flags = {"--corpus": args.corpus, "--tokens": settings["tokens"], "--block-size": settings["block_size"],
+             "--batch-size": settings["batch_size"], "--calibration-tokens": settings["calibration_tokens"],
+             "-K": settings["max_prune"], "--random": settings["n_random"],
+             "--geometry-tokens": settings["geometry_tokens"], "--ffn-budget": settings["ffn_budget"],
+             "--harm-pct": settings.get("harm_pct"), "--angular-tokens": settings.get("angular_tokens"),
+             "--update-norm": settings.get("update_norm"), "--dtype": settings["dtype"], "--seed": settings["seed"],
+             "--save-method": args.save_method}
+    words = ["python", "-m", "anatomy_kit", "card", args.model]
+    words += [w for flag, value in flags.items() if value is not None for w in (flag, str(value))]
+    if args.save_pruned:
+        words += ["--save-pruned", *args.save_pruned]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _save_pruned(args, card, out_text) -> None:
     from ..hf.evaluation import make_batches, perplexity
     from ..hf.models import load_model
-    from .exports import save_pruned
+    from .exports import pruned_readme, save_pruned
     from .settings import torch_dtype
     from .text import card_text
 
@@ -115,6 +132,9 @@ def _save_pruned(args, card, out_text) -> None:
                      n_calibration=s["calibration_tokens"] // s["block_size"])
     ppl = perplexity(again.model, make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device))
     expected = card.pruned_ppl(k, args.save_method)
+    entry = next(e for e in card.doc["pruning"]["sets"] if e["k"] == k and e["method"] == args.save_method)
+    command = card_command(args, card.doc["settings"])
+    (Path(folder) / "README.md").write_text(pruned_readme(card.doc, entry, ppl, command), encoding="utf-8")
     out_text.append(f"saved {folder} without layers {drop} (0-based); reloaded, it gives perplexity {ppl:.6g} on the "
                     f"card's tokens (the card measured {expected:.6g}; relative gap {abs(ppl - expected) / expected:.1e})")
 

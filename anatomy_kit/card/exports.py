@@ -28,7 +28,7 @@ from ..hf.layers import decoder_layers
 from ..jsonio import write_json
 from ..validate import AnatomyKitError
 
-__all__ = ["kept_slices", "mergekit_model", "mergekit_yaml", "write_exports", "pruned_config", "save_pruned"]
+__all__ = ["kept_slices", "mergekit_model", "mergekit_yaml", "pruned_readme", "write_exports", "pruned_config", "save_pruned"]
 
 
 def kept_slices(n_layers: int, drop: Sequence[int]) -> list[tuple[int, int]]:
@@ -106,6 +106,38 @@ def write_exports(doc: dict, out: Path) -> dict[str, Path]:
                         encoding="utf-8")
         paths[f"mergekit_k{k}"] = path
     return paths
+
+
+def pruned_readme(doc: dict, entry: dict, reloaded_ppl: float, command: str) -> str:
+    """The ``README.md`` model card of a ``--save-pruned`` folder: base model and revision, the dropped
+    layers (0-based), the card's measured perplexity with its interval, the reloaded folder's, the text
+    it was measured on, and the command that made it."""
+    m, t, b = doc["model"], doc["text"], doc["baseline"]
+    kept = m["n_layers"] - len(entry["layers"])
+    return "\n".join([
+        f"# {m['name']} without layers {entry['layers']}",
+        "",
+        f"A pruned copy of **{m['name']}** (revision {m.get('revision') or 'not recorded'}; weights checksum "
+        f"{m.get('checksum') or 'not recorded'}) with {kept} of its {m['n_layers']} decoder layers: layers "
+        f"{entry['layers']} (0-based: layer 0 is the first decoder layer) were removed, chosen by "
+        f"`{entry['method']}` on {entry['chosen_on']}. No weight was changed or fine-tuned.",
+        "",
+        "## Measured",
+        "",
+        f"- Perplexity {entry['ppl']:.6g} on {b['scored_tokens']:,} scored tokens of `{t['corpus']}` "
+        f"({t['n_eval_blocks']} blocks of {t['block_size']} tokens, context length {t['block_size']}), against "
+        f"{b['ppl']:.6g} for the intact model: ΔPPL {entry['delta_pct']:+.1f} % "
+        f"[{entry['low']:+.1f}, {entry['high']:+.1f}] (95 % t interval paired over the blocks).",
+        f"- This folder, reloaded with `from_pretrained`, gives perplexity {reloaded_ppl:.6g} on the same tokens.",
+        f"- Token ids sha256 {t['token_sha256']}.",
+        "",
+        "## Made with",
+        "",
+        f"```\n{command}\n```",
+        "",
+        f"anatomy_kit layer report card (card key {doc['key']}); `anatomy_kit_pruned.json` lists the dropped "
+        "layers for tools.",
+        ""])
 
 
 def pruned_config(config, drop: Sequence[int], n_layers: int):
