@@ -201,7 +201,10 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
                     "best_blocks": best},
         "agreement": agreement, "pruning": pruning, "widths": widths.to_dict(),
         "provenance": provenance(str(dev), settings.dtype, clock.to_dict(), peak_rss_mb()),
-        "notes": [_SIGNAL_NOTE[(settings.angular_tokens, settings.update_norm)], *NOTES],
+        "notes": [_SIGNAL_NOTE[(settings.angular_tokens, settings.update_norm)],
+                  f"Every perplexity of this card is over the same {int(total):,} scored tokens: "
+                  f"{len(results.base_nll)} evaluation blocks of {settings.block_size} tokens (context length "
+                  f"{settings.block_size}; each block's first token is context, not scored).", *NOTES],
     }
 
 

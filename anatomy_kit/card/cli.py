@@ -71,6 +71,9 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--save-pruned", nargs=2, metavar=("K", "DIR"), default=None,
                    help="save the model without greedy's K-set as a Hugging Face folder")
     p.add_argument("--save-method", default="greedy", help="whose K-set --save-pruned removes (default greedy)")
+    p.add_argument("--lm-eval", default=None, metavar="TASKS",
+                   help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned folder "
+                        "(needs the lm-eval package; the card's own perplexity task is card_ppl_<key>)")
     p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="CARD.json",
                    help="compare two or more finished cards (no model is loaded)")
     return p
@@ -153,11 +156,17 @@ def run_card(args) -> int:
         raise AnatomyKitError("give a MODEL ('embedded', a folder or a hub id) or --compare A.json B.json …")
     if args.save_pruned and args.quick:
         raise AnatomyKitError("--save-pruned needs the measured pruning of a full card; drop --quick")
+    if args.lm_eval and args.quick:
+        raise AnatomyKitError("--lm-eval runs on a full card's models and task; drop --quick")
     from .build import build_card
     from .cache import check_out_folder
     from .checks import check_request
 
     settings = _settings(args)
+    if args.lm_eval:
+        from .lm_eval_task import check_lm_eval
+
+        check_lm_eval()
     check_request(args.model, corpus=args.corpus, settings=settings,     # every argument, before any loading
                   save_k=save_pruned_k(args) if args.save_pruned else None,
                   save_method=args.save_method if args.save_pruned else None)
@@ -167,7 +176,42 @@ def run_card(args) -> int:
                       cache_dir=args.cache or out / "cache")
     paths = card.write(out)
     lines = [repr(card), f"card: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"]
+    if not card.quick:
+        task = _lm_eval_task(args, card, out)
+        lines.append(f"lm-eval task ({task['round_trip_blocks']} of {task['blocks']} blocks re-tokenize "
+                     f"exactly): {task['command']}")
     if args.save_pruned:
         _save_pruned(args, card, lines)
+    if args.lm_eval:
+        _run_lm_eval(args, card, out, task, lines)
     print("\n".join(lines))
     return 0
+
+
+def _lm_eval_task(args, card, out: Path) -> dict:
+    from .lm_eval_task import write_lm_eval_task
+    from .loading import load_tokenizer
+    from .text import card_text
+
+    s = card.doc["settings"]
+    text = card_text(load_tokenizer(args.model), args.corpus, block_size=s["block_size"],
+                     n_eval=s["tokens"] // s["block_size"], n_calibration=s["calibration_tokens"] // s["block_size"])
+    if text.token_sha256 != card.doc["text"]["token_sha256"]:
+        raise AnatomyKitError("the corpus no longer gives the card's tokens; rebuild the card")   # pragma: no cover
+    return write_lm_eval_task(out, card.doc, load_tokenizer(args.model), text.eval_blocks)
+
+
+def _run_lm_eval(args, card, out: Path, task: dict, lines: list) -> None:
+    from ..jsonio import write_json
+    from .exports import mergekit_model
+    from .lm_eval_task import run_lm_eval
+
+    tasks = [t.strip() for t in args.lm_eval.split(",") if t.strip()]
+    where = mergekit_model(card.doc["model"])
+    models = {"intact": where.replace("@", ",revision=", 1) if card.doc["model"]["source"] == "hub" else where}
+    if args.save_pruned:
+        models["pruned"] = str(Path(args.save_pruned[1]).resolve())
+    results = {name: run_lm_eval(m, tasks, include_path=task["include_path"], device=args.device
+                                 if args.device != "auto" else "cpu") for name, m in models.items()}
+    path = write_json(out / "lm_eval_results.json", {"tasks": tasks, "models": models, "results": results})
+    lines.append(f"lm-eval results: {path}")
