@@ -163,3 +163,14 @@ def test_an_anti_layer_needs_its_whole_interval_below_zero():
     assert out["straddles"]["low"] < 0 < out["straddles"]["high"] and not out["straddles"]["anti_layer"]
     assert out["below"]["anti_layer"] and out["below"]["high"] == pytest.approx(100 * np.expm1(-0.1))
     assert not out["above"]["anti_layer"]
+
+
+def test_a_pruned_cards_layers_sit_at_their_original_depth():
+    """A child cut from a 6-layer parent (layers 1 and 3 dropped) keeps layers 0, 2, 4, 5 of it."""
+    from anatomy_kit.card.compare import layer_positions
+
+    child = {"model": {"n_layers": 4, "pruned": {"dropped_layers": [1, 3], "source_layers": 6}}}
+    assert layer_positions(child) == ([0, 2, 4, 5], 6)
+    assert layer_positions({"model": {"n_layers": 6}}) == (list(range(6)), 6)
+    with pytest.raises(ValueError, match="do not match its pruning record"):
+        layer_positions({"model": {"n_layers": 5, "pruned": {"dropped_layers": [1, 3], "source_layers": 6}}})

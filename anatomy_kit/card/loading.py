@@ -239,6 +239,9 @@ def model_identity(model: nn.Module, name: str | None, source: str, folder: Path
         out.update(checksum=meta["sha256"], checksum_of=f"GGUF file {meta['gguf']}")
     elif source == "local" and folder is not None:
         out.update(checksum=_folder_checksum(Path(folder)), checksum_of="files of the model folder (sha256 of each)")
+        record = Path(folder) / "anatomy_kit_pruned.json"
+        if record.is_file():                      # a --save-pruned folder: where its layers came from
+            out["pruned"] = read_json(record, what="pruning record")
     elif source == "object":
         out.update(checksum=_weights_checksum(model), checksum_of="weights (state_dict bytes)")
     return out
