@@ -221,3 +221,42 @@ def test_random_sets_come_from_both_pools_with_exact_enumeration_where_cheaper(c
     assert len(random_sets(6, 2, comb(5, 2), seed=0, pool=range(5))) == comb(5, 2)
     drawn = random_sets(6, 2, comb(5, 2) - 1, seed=0, pool=range(5))
     assert len(drawn) == comb(5, 2) - 1 and all(set(c.layers) <= set(range(5)) for c in drawn)
+
+
+def test_healing_is_the_fine_tune_of_the_pruned_model_and_leaves_the_model_as_it_was(cards, tok, corpus,
+                                                                                     one_torch_thread):
+    """Three AdamW steps (lr 1e-3, clip 1) on the calibration batches, repeated here by hand on the rebuilt
+    pruned model; the card's model is unchanged afterwards."""
+    from anatomy_kit.card.heal import block_nll, heal_pruned
+    from anatomy_kit.hf.evaluation import make_batches
+
+    model, card = cards["llama"]
+    s = card.doc["settings"]
+    text = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    evals, calib = make_batches(text.eval_blocks, 2, "cpu"), make_batches(text.calibration_blocks, 1, "cpu")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    p = card.doc["pruning"]
+    worst = max(p["sets"] + [r for v in p["random"].values() for r in v], key=lambda e: e["ppl"])
+    drop = worst["layers"]                                 # a set that raises perplexity: a gap to close
+    assert worst["ppl"] > card.baseline_ppl
+    n = torch.full((text.eval_blocks.shape[0],), float(s["block_size"] - 1)).numpy()
+    base = block_nll(model, evals)
+    healed = heal_pruned(model, drop, calib, evals, steps=3, base_rows=base, n_targets=n, lr=1e-3)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    hand = rebuilt(model, drop)
+    opt = torch.optim.AdamW(hand.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
+    for k in range(3):
+        ids = text.calibration_blocks[k % len(calib)][None]
+        loss = hand(input_ids=ids, labels=ids, use_cache=False).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(hand.parameters()), 1.0)
+        opt.step()
+    want = math.exp(own_mean_nll(hand.eval(), text.eval_blocks))
+    assert healed["ppl_pruned"] == pytest.approx(worst["ppl"], rel=1e-5)
+    assert healed["ppl_healed"] == pytest.approx(want, rel=1e-3)
+    assert healed["ppl_healed"] < healed["ppl_pruned"]
+    gap = math.log(healed["ppl_pruned"] / math.exp(base.sum() / n.sum()))
+    share = 1 - math.log(healed["ppl_healed"] / math.exp(base.sum() / n.sum())) / gap
+    assert healed["gap_closed"]["share"] == pytest.approx(share, rel=1e-4)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+
+import numpy as np
 from pathlib import Path
 
 from ..validate import AnatomyKitError
@@ -71,6 +73,9 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--save-pruned", nargs=2, metavar=("K", "DIR"), default=None,
                    help="save the model without greedy's K-set as a Hugging Face folder")
     p.add_argument("--save-method", default="greedy", help="whose K-set --save-pruned removes (default greedy)")
+    p.add_argument("--heal", type=int, default=None, metavar="STEPS",
+                   help="fine-tune each recommended pruned model STEPS AdamW steps on the calibration text and "
+                        "measure how much of its perplexity gap closes (writes heal.json)")
     p.add_argument("--lm-eval", default=None, metavar="TASKS",
                    help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned folder "
                         "(needs the lm-eval package; the card's own perplexity task is card_ppl_<key>)")
@@ -158,6 +163,9 @@ def run_card(args) -> int:
         raise AnatomyKitError("--save-pruned needs the measured pruning of a full card; drop --quick")
     if args.lm_eval and args.quick:
         raise AnatomyKitError("--lm-eval runs on a full card's models and task; drop --quick")
+    if args.heal is not None and (args.quick or args.heal < 1):
+        raise AnatomyKitError(f"--heal {args.heal}: give a whole number of steps, at least 1, on a full card "
+                              "(not --quick)")
     from .build import build_card
     from .cache import check_out_folder
     from .checks import check_request
@@ -182,6 +190,8 @@ def run_card(args) -> int:
                      f"exactly): {task['command']}")
     if args.save_pruned:
         _save_pruned(args, card, lines)
+    if args.heal:
+        _heal(args, card, out, lines)
     if args.lm_eval:
         _run_lm_eval(args, card, out, task, lines)
     print("\n".join(lines))
@@ -199,6 +209,36 @@ def _lm_eval_task(args, card, out: Path) -> dict:
     if text.token_sha256 != card.doc["text"]["token_sha256"]:
         raise AnatomyKitError("the corpus no longer gives the card's tokens; rebuild the card")   # pragma: no cover
     return write_lm_eval_task(out, card.doc, load_tokenizer(args.model), text.eval_blocks)
+
+
+def _heal(args, card, out: Path, lines: list) -> None:
+    from ..hf.evaluation import make_batches
+    from ..hf.models import load_model
+    from ..jsonio import write_json
+    from .heal import block_nll, heal_pruned
+    from .settings import torch_dtype
+    from .text import card_text
+
+    s = card.doc["settings"]
+    loaded = load_model(args.model, device=args.device, dtype=torch_dtype(s["dtype"]))
+    text = card_text(loaded.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    dev = next(loaded.model.parameters()).device
+    evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(text.calibration_blocks,
+                                                                                      s["batch_size"], dev)
+    base = block_nll(loaded.model, evals)                 # the intact model's, on the same blocks
+    n = np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).numpy() for b in evals]).astype(float)
+    results = {}
+    for k, e in sorted(card.doc["pruning"]["recommended"].items(), key=lambda kv: int(kv[0])):
+        h = heal_pruned(loaded.model, e["layers"], calib, evals, steps=args.heal, base_rows=base, n_targets=n,
+                        seed=s["seed"], confidence=s["confidence"])
+        results[k] = h
+        g, v = h["gap_closed"], h["vs_intact"]
+        lines.append(f"healed k={k} {e['layers']} with {args.heal} steps: PPL {h['ppl_pruned']:.4g} → "
+                     f"{h['ppl_healed']:.4g} (intact {card.baseline_ppl:.4g}; healed vs intact {v['delta_pct']:+.1f} % "
+                     f"[{v['low']:+.1f}, {v['high']:+.1f}]); gap closed {100 * g['share']:.0f} % "
+                     f"[{100 * g['low']:.0f}, {100 * g['high']:.0f}]")
+    write_json(out / "heal.json", {"steps": args.heal, "layer_index_base": 0, "by_k": results})
 
 
 def _run_lm_eval(args, card, out: Path, task: dict, lines: list) -> None:
