@@ -15,12 +15,13 @@ From Python::
     c.layer_table(); c.pruning_table(); c.write("card-embedded")
     card.compare_cards([c, other]); card.save_pruned(model, c.pruned_set(4), "pruned")
 
-Modules, one job each: :mod:`.settings` (what is measured), :mod:`.loading` (architecture and memory
-checks before loading, layer access verified after), :mod:`.text` (evaluation and calibration
+Modules, one job each: :mod:`.settings` (what is measured), :mod:`.checks` (every argument checked
+before loading), :mod:`.loading` (architecture and memory checks before loading, layer access verified after), :mod:`.text` (evaluation and calibration
 blocks), :mod:`.signals` (Block Influence, angular distance, update norm from one pass), :mod:`.work`
 (chapter 4's shift and GW), :mod:`.causal` (ΔPPL of four edits with paired intervals),
 :mod:`.measure` (the streamed, resumable passes), :mod:`.pruning` and :mod:`.suggest` (measured
-pruning against last-k and random baselines), :mod:`.agreement`, :mod:`.widths`, :mod:`.build`,
+pruning against last-k and random baselines), :mod:`.comparisons` (greedy paired against every
+proposal, calibration stability), :mod:`.heal` (healing measured), :mod:`.lm_eval_task` (the lm-eval bridge), :mod:`.agreement`, :mod:`.widths`, :mod:`.build`,
 :mod:`.document` (the finished card), :mod:`.schema`, :mod:`.cache`, :mod:`.provenance`,
 :mod:`.figures`, :mod:`.render`, :mod:`.exports`, :mod:`.compare`, :mod:`.cli`, :mod:`.errors`.
 
