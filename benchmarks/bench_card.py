@@ -1,6 +1,7 @@
 """Time per stage and peak memory of the layer report card on the embedded SmolLM2, and a GPU estimate for bigger models.
 
     python benchmarks/bench_card.py [--mode both|full|quick] [--threads 2] [--tokens N] [--json out.json]
+                                    [--keep FOLDER]
 
 Each mode runs in a fresh process (so its peak resident memory is its own) with a fresh cache and no
 progress bars: ``full`` is ``python -m anatomy_kit card embedded`` with the default settings, ``quick``
@@ -31,7 +32,7 @@ import time
 
 FULL_S, QUICK_S, RSS_MB = 600, 60, 3 * 1024
 
-def child(mode: str, threads: int, tokens: int | None) -> dict:
+def child(mode: str, threads: int, tokens: int | None, keep: str | None = None) -> dict:
     """One card in this process; returns its measurements."""
     import torch
 
@@ -46,6 +47,8 @@ def child(mode: str, threads: int, tokens: int | None) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         card = build_card("embedded", settings=settings, device="cpu", cache_dir=cache, progress=False)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if keep:
+        card.save_json(os.path.join(keep, f"card-{mode}.json"))
     passes = card_passes(card.doc)
     flops = card_flops(passes, HUB_SHAPES["HuggingFaceTB/SmolLM2-135M"], card.doc["text"]["block_size"])
     return {"mode": mode, "threads": threads, "settings": card.doc["settings"], "n_layers": card.n_layers,
@@ -97,15 +100,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=None, help="evaluation tokens (default: the card's default)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", default=None, help="a folder to keep each measured card in (card-<mode>.json)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.threads, args.tokens)))
+        print(json.dumps(child(args.child, args.threads, args.tokens, args.keep)))
         return
     results = []
     for mode in (("quick", "full") if args.mode == "both" else (args.mode,)):
         cmd = [sys.executable, __file__, "--child", mode, "--threads", str(args.threads)]
         cmd += ["--tokens", str(args.tokens)] if args.tokens else []
+        cmd += ["--keep", args.keep] if args.keep else []
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode:

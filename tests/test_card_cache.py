@@ -68,3 +68,25 @@ def test_a_finished_card_is_read_back_not_recomputed(tok, corpus, tmp_path, monk
     assert load_card(first.folder).doc == first.doc
     other = build_card(model, **{**kw, "settings": CardSettings(**{**kw["settings"].to_dict(), "seed": 1})})
     assert other.doc["key"] != first.doc["key"]            # other settings: another cache entry
+
+
+def test_the_key_changes_with_the_text_the_settings_and_the_model_each(tok, corpus, tmp_path, one_torch_thread):
+    """One input changed at a time, everything else fixed: each gives another key (and another cache entry)."""
+    import torch
+
+    quick = CardSettings(**{**SETTINGS.to_dict(), "quick": True})
+    kw = dict(tokenizer=tok, progress=False)
+    base = build_card(tiny_llama(), corpus=corpus, settings=quick, **kw).doc["key"]
+    assert build_card(tiny_llama(), corpus=corpus, settings=quick, **kw).doc["key"] == base    # same inputs
+    other_text = tmp_path / "other.txt"
+    docs = open(corpus, encoding="utf-8").read().split("\n\n")
+    other_text.write_text("\n\n".join(["a different first document about lists"] + docs[1:]), encoding="utf-8")
+    changed_model = tiny_llama()
+    with torch.no_grad():
+        changed_model.model.layers[3].mlp.down_proj.weight[0, 0] += 1e-3           # one weight
+    keys = {"text": build_card(tiny_llama(), corpus=str(other_text), settings=quick, **kw).doc["key"],
+            "settings": build_card(tiny_llama(), corpus=corpus, **kw,
+                                   settings=CardSettings(**{**quick.to_dict(), "harm_pct": 30.0})).doc["key"],
+            "model": build_card(changed_model, corpus=corpus, settings=quick, **kw).doc["key"]}
+    assert all(k != base for k in keys.values()), keys
+    assert len(set(keys.values())) == 3

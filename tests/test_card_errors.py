@@ -83,7 +83,7 @@ def test_layer_access_that_does_not_match_the_config_is_refused(tok, corpus):
 def test_a_corpus_shorter_than_the_budget_is_refused(tok, tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("\n\n".join(f"document {i} has a few words" for i in range(20)))
-    with pytest.raises(C.CorpusTooShort, match="too short.*tokens=128"):
+    with pytest.raises(C.CorpusTooShort, match="too short: its calibration half.*calibration_tokens=64 asks for 2"):
         C.build_card(tiny_llama(), tokenizer=tok, corpus=str(short), settings=TINY, progress=False)
 
 

@@ -115,3 +115,148 @@ def test_each_sets_p_counts_the_random_sets_that_do_as_well(cards):
         want = as_good / len(pool) if e["k"] == 1 else (1 + as_good) / (1 + len(pool))
         assert e["p_random"] == pytest.approx(want), (e["method"], e["k"])
     assert len(p["random"]["1"]) == 5 and all(len(p["random"][str(k)]) == 3 for k in (2, 3))
+
+
+def _block_nll(model, blocks):
+    """Summed next-token NLL of every block (B,), from the model's own forward and loss, one block at a time."""
+    with torch.no_grad():
+        return torch.tensor([float(model(input_ids=b[None], labels=b[None], use_cache=False).loss) * (b.numel() - 1)
+                             for b in blocks], dtype=torch.float64).numpy()
+
+
+def _sign_flip_p(d):
+    """Two-sided exact sign-flip p of the mean of ``d``, every sign pattern enumerated."""
+    import itertools
+
+    import numpy as np
+
+    s = abs(d.sum())
+    null = [abs(np.dot(signs, d)) for signs in itertools.product((-1, 1), repeat=len(d))]
+    return sum(x >= s * (1 - 1e-6) for x in null) / len(null)
+
+
+def test_greedy_is_compared_with_every_proposal_paired_over_the_blocks(cards, tok, corpus, one_torch_thread):
+    """Each comparison's ΔPPL, t interval and sign-flip p, from the rebuilt models' own per-block NLL."""
+    import numpy as np
+    from scipy import stats
+
+    model, card = cards["llama"]
+    blocks = _eval_blocks(card, tok, corpus)
+    n = blocks.shape[1] - 1
+    p = card.doc["pruning"]
+    assert {(c["k"], c["method"]) for c in p["comparisons"]} == \
+        {(e["k"], e["method"]) for e in p["sets"] if e["method"] != "greedy"}
+    nll = {}
+    for c in p["comparisons"]:
+        for layers in (c["greedy"], c["layers"]):
+            if tuple(layers) not in nll:
+                nll[tuple(layers)] = _block_nll(rebuilt(model, layers), blocks)
+        d = (nll[tuple(c["greedy"])] - nll[tuple(c["layers"])]) / n
+        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+        want = [100 * math.expm1(x) for x in (d.mean(), d.mean() - half, d.mean() + half)]
+        tol = _rtol(model, blocks) * max(abs(nll[tuple(c["greedy"])]).max(), 1.0) / n * 10
+        assert c["same_set"] == (c["greedy"] == c["layers"])
+        if c["same_set"]:
+            assert c["delta_pct"] == 0 and c["p"] == 1.0
+            continue
+        for got, w in zip((c["delta_pct"], c["low"], c["high"]), want):
+            assert math.log1p(got / 100) == pytest.approx(math.log1p(w / 100), abs=tol), (c["method"], c["k"])
+        assert c["p"] == pytest.approx(_sign_flip_p(d)), (c["method"], c["k"])
+
+
+def test_greedy_scores_after_the_first_step_are_the_pruned_models_calibration_nll(cards, tok, corpus,
+                                                                                  one_torch_thread):
+    """Step 2's score of every remaining layer j: the calibration NLL of the model without step 1's layer and j."""
+    model, card = cards["llama"]
+    s = card.doc["settings"]
+    text = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    steps = card.doc["pruning"]["greedy_steps"]
+    first, scores = steps[0]["removed"], steps[1]["scores"]
+    assert sorted(int(j) for j in scores) == [j for j in range(5) if j != first]
+    for j, score in scores.items():
+        want = _block_nll(rebuilt(model, [first, int(j)]), text.calibration_blocks).sum()
+        assert score == pytest.approx(want, rel=_rtol(model, text.calibration_blocks)), j
+    assert steps[1]["removed"] == int(min(scores, key=lambda j: (scores[j], int(j))))
+
+
+def test_greedys_choice_on_each_calibration_half_is_recomputed_by_brute_force(cards, tok, corpus,
+                                                                              one_torch_thread):
+    model, card = cards["llama"]
+    s = card.doc["settings"]
+    cal = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                    n_calibration=s["calibration_tokens"] // s["block_size"]).calibration_blocks
+    stability = card.doc["pruning"]["calibration_stability"]
+    half = cal.shape[0] // 2
+    for name, blocks in (("half_a", cal[:half]), ("half_b", cal[half:])):
+        removed = []
+        for k in range(1, 4):
+            nll = {j: _block_nll(rebuilt(model, removed + [j]), blocks).sum() for j in range(5) if j not in removed}
+            removed.append(min(nll, key=lambda j: (nll[j], j)))
+            assert stability["per_k"][k - 1][name] == sorted(removed), (name, k)
+    rows = stability["per_k"]
+    assert stability["changed"] == sum(r["half_a"] != r["half_b"] for r in rows)
+    assert all(r["all"] == card.pruned_set(r["k"]) for r in rows)
+
+
+def test_random_sets_come_from_both_pools_with_exact_enumeration_where_cheaper(cards):
+    """5 layers: the interior is 1, 2, 3 (one layer off each end); with 3 draws per k its 3 two-sets and
+    one three-set are all enumerated (exact p = #as good / n), while all layers' ten two-sets are drawn."""
+    from math import comb
+
+    from anatomy_kit.card.pruning import interior_layers, is_enumerated, random_sets
+
+    _, card = cards["llama"]
+    p = card.doc["pruning"]
+    assert p["interior_layers"] == interior_layers(5) == [1, 2, 3] and interior_layers(30) == list(range(3, 27))
+    assert [r["layers"] for r in p["random_interior"]["2"]] == [[1, 2], [1, 3], [2, 3]]
+    assert [r["layers"] for r in p["random_interior"]["3"]] == [[1, 2, 3]]
+    assert p["p_floor"]["random_interior"]["2"] == pytest.approx(1 / 3) and p["p_floor"]["random"]["2"] == 0.25
+    for e in p["sets"]:
+        drawn = [r["ppl"] for r in p["random_interior"][str(e["k"])]]
+        as_good = sum(r <= e["ppl"] * (1 + 1e-9) for r in drawn)
+        assert e["p_interior"] == pytest.approx(as_good / len(drawn)), (e["method"], e["k"])
+    # the boundary: C(n, k) = n_random is enumerated, one more set is drawn
+    assert is_enumerated(5, 2, comb(5, 2)) and not is_enumerated(5, 2, comb(5, 2) - 1)
+    assert len(random_sets(6, 2, comb(5, 2), seed=0, pool=range(5))) == comb(5, 2)
+    drawn = random_sets(6, 2, comb(5, 2) - 1, seed=0, pool=range(5))
+    assert len(drawn) == comb(5, 2) - 1 and all(set(c.layers) <= set(range(5)) for c in drawn)
+
+
+def test_healing_is_the_fine_tune_of_the_pruned_model_and_leaves_the_model_as_it_was(cards, tok, corpus,
+                                                                                     one_torch_thread):
+    """Three AdamW steps (lr 1e-3, clip 1) on the calibration batches, repeated here by hand on the rebuilt
+    pruned model; the card's model is unchanged afterwards."""
+    from anatomy_kit.card.heal import block_nll, heal_pruned
+    from anatomy_kit.hf.evaluation import make_batches
+
+    model, card = cards["llama"]
+    s = card.doc["settings"]
+    text = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    evals, calib = make_batches(text.eval_blocks, 2, "cpu"), make_batches(text.calibration_blocks, 1, "cpu")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    p = card.doc["pruning"]
+    worst = max(p["sets"] + [r for v in p["random"].values() for r in v], key=lambda e: e["ppl"])
+    drop = worst["layers"]                                 # a set that raises perplexity: a gap to close
+    assert worst["ppl"] > card.baseline_ppl
+    n = torch.full((text.eval_blocks.shape[0],), float(s["block_size"] - 1)).numpy()
+    base = block_nll(model, evals)
+    healed = heal_pruned(model, drop, calib, evals, steps=3, base_rows=base, n_targets=n, lr=1e-3)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    hand = rebuilt(model, drop)
+    opt = torch.optim.AdamW(hand.parameters(), lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0)
+    for k in range(3):
+        ids = text.calibration_blocks[k % len(calib)][None]
+        loss = hand(input_ids=ids, labels=ids, use_cache=False).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(hand.parameters()), 1.0)
+        opt.step()
+    want = math.exp(own_mean_nll(hand.eval(), text.eval_blocks))
+    assert healed["ppl_pruned"] == pytest.approx(worst["ppl"], rel=1e-5)
+    assert healed["ppl_healed"] == pytest.approx(want, rel=1e-3)
+    assert healed["ppl_healed"] < healed["ppl_pruned"]
+    gap = math.log(healed["ppl_pruned"] / math.exp(base.sum() / n.sum()))
+    share = 1 - math.log(healed["ppl_healed"] / math.exp(base.sum() / n.sum())) / gap
+    assert healed["gap_closed"]["share"] == pytest.approx(share, rel=1e-4)

@@ -131,3 +131,34 @@ def test_geometric_work_shift_and_gw_match_their_formulas(setup):
     # the kit takes angles as 2·arcsin(chord/2) (exact near 0); arccos here: agreement to float32 rounding
     np.testing.assert_allclose(got["work_shift"], shift, rtol=_tol(n), atol=1e-6)
     np.testing.assert_allclose(got["work_gw"], gw, rtol=_tol(n * n), atol=1e-6)
+
+
+def test_the_literatures_definitions_match_their_formulas(setup):
+    """PruneMe's last-token angular distance and the per-token mean of the update ratio, by hand."""
+    model, ids, states, _ = setup
+    totals = signal_pass(model, ids, n_offsets=2).to_numpy()
+    last = [s.reshape(B, T, D)[:, -1] for s in states]                 # each sequence's last token (B, D)
+    d_last = [np.arccos(np.clip(_cos(last[l], last[l + 1]), -1, 1)).mean() / np.pi for l in range(2)]
+    two = np.arccos(np.clip(_cos(last[0], last[2]), -1, 1)).mean() / np.pi
+    ratio = [(np.linalg.norm(states[l + 1] - states[l], axis=1) / np.linalg.norm(states[l], axis=1)).mean()
+             for l in range(2)]
+    tol = _tol(B * T)
+    got = cheap_signals(totals, angular_tokens="last", update_norm="mean_of_ratios")
+    np.testing.assert_allclose(got["angular_distance"], d_last, rtol=tol, atol=1e-7)
+    np.testing.assert_allclose(got["update_norm"], ratio, rtol=tol)
+    np.testing.assert_allclose(totals.angular_matrix("last")[0, 1], two, rtol=tol, atol=1e-7)
+    every = [np.arccos(np.clip(_cos(states[l], states[l + 1]), -1, 1)).mean() / np.pi for l in range(2)]
+    assert not np.allclose(d_last, every, rtol=1e-3)                   # the two scopes differ on this model
+    with pytest.raises(ValueError, match="angular_tokens='first' is not accepted"):
+        totals.angular_matrix("first")
+
+
+def test_the_last_token_is_each_rows_last_scored_one(setup):
+    model, ids, states, _ = setup
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0                                   # row 0 ends 3 positions early; rows 1, 2 at T − 1
+    got = cheap_signals(signal_pass(model, ids, mask, n_offsets=1).to_numpy(), angular_tokens="last")
+    ends = [T - 4, T - 1, T - 1]
+    last = [np.stack([s.reshape(B, T, D)[b, e] for b, e in enumerate(ends)]) for s in states]
+    want = [np.arccos(np.clip(_cos(last[l], last[l + 1]), -1, 1)).mean() / np.pi for l in range(2)]
+    np.testing.assert_allclose(got["angular_distance"], want, rtol=_tol(B * T), atol=1e-7)

@@ -15,12 +15,13 @@ From Python::
     c.layer_table(); c.pruning_table(); c.write("card-embedded")
     card.compare_cards([c, other]); card.save_pruned(model, c.pruned_set(4), "pruned")
 
-Modules, one job each: :mod:`.settings` (what is measured), :mod:`.loading` (architecture and memory
-checks before loading, layer access verified after), :mod:`.text` (evaluation and calibration
+Modules, one job each: :mod:`.settings` (what is measured), :mod:`.checks` (every argument checked
+before loading), :mod:`.loading` (architecture and memory checks before loading, layer access verified after), :mod:`.text` (evaluation and calibration
 blocks), :mod:`.signals` (Block Influence, angular distance, update norm from one pass), :mod:`.work`
 (chapter 4's shift and GW), :mod:`.causal` (ΔPPL of four edits with paired intervals),
 :mod:`.measure` (the streamed, resumable passes), :mod:`.pruning` and :mod:`.suggest` (measured
-pruning against last-k and random baselines), :mod:`.agreement`, :mod:`.widths`, :mod:`.build`,
+pruning against last-k and random baselines), :mod:`.comparisons` (greedy paired against every
+proposal, calibration stability), :mod:`.heal` (healing measured), :mod:`.lm_eval_task` (the lm-eval bridge), :mod:`.agreement`, :mod:`.widths`, :mod:`.build`,
 :mod:`.document` (the finished card), :mod:`.schema`, :mod:`.cache`, :mod:`.provenance`,
 :mod:`.figures`, :mod:`.render`, :mod:`.exports`, :mod:`.compare`, :mod:`.cli`, :mod:`.errors`.
 
@@ -41,7 +42,8 @@ schema version (:func:`.cache.card_key`). The book page builds its card with
 from .build import build_card, estimate_only
 from .compare import compare_cards, write_comparison
 from .document import Card, cached_cards, load_card
-from .errors import (CardSchemaError, CorpusTooShort, InsufficientMemory, LayerAccessMismatch, OutputFolderConflict,
+from .errors import (CardSchemaError, CorpusTooShort, InsufficientMemory, LayerAccessMismatch, ModelNotFound,
+                     OutputFolderConflict,
                      PruneDepthTooLarge, StructureNotRecognised, UnsupportedArchitecture, WidthBudgetInfeasible)
 from .exports import save_pruned
 from .render import card_html, card_markdown
@@ -50,5 +52,5 @@ from .settings import CardSettings
 
 __all__ = ["build_card", "estimate_only", "compare_cards", "write_comparison", "Card", "cached_cards", "load_card",
            "save_pruned", "card_html", "card_markdown", "CARD_SCHEMA", "SCHEMA", "validate_card", "CardSettings",
-           "CardSchemaError", "CorpusTooShort", "InsufficientMemory", "LayerAccessMismatch", "OutputFolderConflict",
+           "CardSchemaError", "CorpusTooShort", "InsufficientMemory", "LayerAccessMismatch", "ModelNotFound", "OutputFolderConflict",
            "PruneDepthTooLarge", "StructureNotRecognised", "UnsupportedArchitecture", "WidthBudgetInfeasible"]

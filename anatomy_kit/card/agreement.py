@@ -5,8 +5,11 @@
 - every pair's *prunable sets* (the k layers each calls least important, k = K): how many layers they
   share, and the chance that a random k-set shares as many (:func:`anatomy_kit.stats.overlap_chance`,
   the hypergeometric tail of chapter 1's ``SetOverlap`` rule: layers exchangeable);
-- a flag on every layer that a cheap signal puts in its prunable set while skipping the layer is
-  costly: its skip ΔPPL is at least the median over layers *and* its interval lies above 0.
+- a flag on every layer that a cheap signal would prune while skipping the layer is harmful
+  (:func:`disagreement_flags`): the signal puts it in one of its proposed sets (its K lowest) *or* in
+  its prunable half (its ⌈L/2⌉ lowest), and the whole skip ΔPPL interval lies above the harm threshold
+  declared in the settings (:attr:`.settings.CardSettings.harm_pct`). A layer whose cost is at the
+  top while the signal ranks it middling (SmolLM2's layer 11) is flagged, not only a signal's top five.
 
 Used by the book page *Your model's report card*.
 """
@@ -19,10 +22,14 @@ import numpy as np
 
 from ..stats import overlap_chance, spearman
 
-__all__ = ["prunable_set", "rank_agreement", "top_k_overlaps", "disagreement_flags", "FLAG_RULE"]
+__all__ = ["prunable_set", "flagging_set", "rank_agreement", "top_k_overlaps", "disagreement_flags", "flag_rule"]
 
-FLAG_RULE = ("a cheap signal puts the layer among its K most prunable while skipping it costs at least the median "
-             "skip ΔPPL over layers, with a 95 % interval above 0")
+
+def flag_rule(harm_pct: float, confidence: float = 0.95) -> str:
+    """The flag rule in words, with its declared harm threshold (recorded in every card)."""
+    return (f"a cheap signal would prune the layer (it is in one of the signal's proposed sets, its K lowest, or in "
+            f"its prunable half, its ⌈L/2⌉ lowest) while the whole {100 * confidence:g} % interval of the skip ΔPPL "
+            f"lies above the harm threshold of +{harm_pct:g} %")
 
 
 def prunable_set(values: np.ndarray, k: int) -> set[int]:
@@ -53,13 +60,18 @@ def top_k_overlaps(signals: dict[str, np.ndarray], k: int) -> list[dict]:
     return out
 
 
-def disagreement_flags(cheap: dict[str, np.ndarray], skip: list[dict], k: int) -> list[list[str]]:
-    """Per layer, the cheap signals that call it prunable while its skip ΔPPL is large (:data:`FLAG_RULE`).
+def flagging_set(values: np.ndarray, k: int) -> set[int]:
+    """The layers a signal would prune: its K lowest (every set it proposes, k ≤ K) and its ⌈L/2⌉ lowest."""
+    return prunable_set(values, max(k, -(-len(values) // 2)))
 
-    ``skip``: the card's per-layer skip summaries (``delta_pct``, ``low``).
+
+def disagreement_flags(cheap: dict[str, np.ndarray], skip: list[dict], k: int, harm_pct: float) -> list[list[str]]:
+    """Per layer, the cheap signals that would prune it while skipping it is harmful (:func:`flag_rule`).
+
+    ``skip``: the card's per-layer skip summaries (``low``: the interval's lower end, %). Harmful: ``low >
+    harm_pct`` (an interval touching the threshold is not wholly above it).
     """
-    median = float(np.median([s["delta_pct"] for s in skip]))
-    costly = [s["delta_pct"] >= median and s["low"] > 0 for s in skip]
-    sets = {name: prunable_set(v, k) for name, v in cheap.items()}
-    return [[name for name, members in sets.items() if layer in members and costly[layer]]
+    harmful = [s["low"] > harm_pct for s in skip]
+    sets = {name: flagging_set(v, k) for name, v in cheap.items()}
+    return [[name for name, members in sets.items() if layer in members and harmful[layer]]
             for layer in range(len(skip))]

@@ -22,16 +22,17 @@ from ..hf.evaluation import make_batches
 from ..hf.layers import decoder_layers
 from ..hf.models import LoadedModel
 from ..validate import AnatomyKitError
-from .agreement import FLAG_RULE, disagreement_flags, rank_agreement, top_k_overlaps
+from .agreement import disagreement_flags, flag_rule, rank_agreement, top_k_overlaps
+from .checks import check_request
 from .cache import CardCache, StageClock, card_key, peak_rss_mb
 from .causal import CAUSAL_SIGNALS, causal_summary
 from .document import Card
-from .loading import estimate_memory, load_for_card, model_identity, verify_layer_access
+from .loading import estimate_memory, load_for_card, load_tokenizer, model_identity, verify_layer_access
 from .measure import measure_work, stream_batches
 from .provenance import provenance
 from .schema import SCHEMA, validate_card
 from .settings import CardSettings
-from .signals import best_blocks, cheap_signals, max_offset
+from .signals import SIGNAL_DEFINITIONS, best_blocks, cheap_signals, literature_signals, max_offset
 from .suggest import pruning_panel
 from .text import card_text
 from .widths import check_budget, suggest_widths, today_widths
@@ -40,7 +41,6 @@ __all__ = ["build_card"]
 
 NOTES = (
     "Layer indices are 0-based: layer 0 is the first decoder layer.",
-    "Cheap signals average over all tokens of the evaluation blocks (PruneMe uses the last token only).",
     "ΔPPL intervals are Student-t intervals of the mean per-token log-perplexity change, paired over evaluation "
     "blocks; with few blocks they are wide.",
     "Pruned sets are chosen without the evaluation blocks' loss (greedy and skip_calibration on separate "
@@ -48,10 +48,31 @@ NOTES = (
 )
 
 
-def _resolve_model(model, tokenizer, settings: CardSettings, device: str, available: int | None):
+_SCOPE = {"all": "all tokens", "last": "last token of each sequence (PruneMe)"}
+_SIGNAL_NOTE = {
+    (a, u): f"Angular distance over {_SCOPE[a]}; update norm as a {u.replace('_', ' ')} "
+            f"(the card's defaults: all tokens, block-size times more samples of the same angle, and a ratio "
+            f"of sums, which a near-zero state cannot dominate); the literature's definitions are under "
+            f"'literature'."
+    for a in SIGNAL_DEFINITIONS["angular_tokens"] for u in SIGNAL_DEFINITIONS["update_norm"]}
+
+
+def literature_section(totals, block_influence: np.ndarray, settings: CardSettings) -> dict:
+    """Every definition of each cheap signal per layer, and the peers' own layer choices on this text:
+    PruneMe's block for every length n (last-token angular distance) and ShortGPT's k lowest-BI layers."""
+    order = sorted(range(len(block_influence)), key=lambda l: (float(block_influence[l]), l))
+    return {"definitions": {k: getattr(settings, k) for k in SIGNAL_DEFINITIONS},
+            "signals": {k: [float(x) for x in v] for k, v in literature_signals(totals).items()},
+            "prune_me_blocks": best_blocks(totals.angular_matrix("last")),
+            "shortgpt_sets": {str(k): sorted(order[:k]) for k in range(1, settings.max_prune + 1)}}
+
+
+def _resolve_model(model, tokenizer, settings: CardSettings, device: str, available: int | None,
+                   before_weights=None):
     """``(model, tokenizer, identity, memory estimate or None, settings)`` for a name, LoadedModel or nn.Module."""
     if isinstance(model, str):
-        loaded, identity, estimate = load_for_card(model, settings, device=device, available=available)
+        loaded, identity, estimate = load_for_card(model, settings, device=device, available=available,
+                                                   before_weights=before_weights)
         return loaded.model, loaded.tokenizer, identity, estimate.to_dict(), settings
     if isinstance(model, LoadedModel):
         tokenizer, name, source, model = model.tokenizer, model.name, model.source, model.model
@@ -79,13 +100,20 @@ def _per_layer(n_layers: int, cheap: dict, causal: dict | None, flags: list, wid
             for l in range(n_layers)]
 
 
-def _agreement(cheap: dict, causal: dict | None, k: int, seed: int) -> tuple[dict, list]:
-    series = dict(cheap)
+def _agreement(cheap: dict, causal: dict | None, settings: CardSettings) -> tuple[dict, list]:
+    series, k = dict(cheap), settings.max_prune
     if causal is not None:
         series.update({f"{kind} ΔPPL": np.array([c["delta_pct"] for c in causal[kind]]) for kind in CAUSAL_SIGNALS})
-    flags = disagreement_flags(cheap, causal["skip"], k) if causal is not None else [[] for _ in next(iter(cheap.values()))]
-    return {"signals": list(series), "spearman": rank_agreement(series, seed=seed), "top_k": top_k_overlaps(series, k),
-            "flag_rule": FLAG_RULE}, flags
+    flags = (disagreement_flags(cheap, causal["skip"], k, settings.harm_pct) if causal is not None
+             else [[] for _ in next(iter(cheap.values()))])
+    return {"signals": list(series), "spearman": rank_agreement(series, seed=settings.seed),
+            "top_k": top_k_overlaps(series, k), "flag_rule": flag_rule(settings.harm_pct, settings.confidence),
+            "harm_pct": settings.harm_pct}, flags
+
+
+def _text(tokenizer, corpus: str, settings: CardSettings):
+    return card_text(tokenizer, corpus, block_size=settings.block_size, n_eval=settings.n_eval_blocks,
+                     n_calibration=settings.n_calibration_blocks)
 
 
 def build_card(model, *, tokenizer=None, corpus: str = "python-docs", settings: CardSettings | None = None,
@@ -100,14 +128,21 @@ def build_card(model, *, tokenizer=None, corpus: str = "python-docs", settings: 
     """
     settings = (settings or CardSettings()).validate()
     started = (time.perf_counter(), time.process_time())
-    model, tokenizer, identity, memory, settings = _resolve_model(model, tokenizer, settings, device, available_memory)
+    early, check_text = {}, None
+    if isinstance(model, str):      # every argument, the memory and the text checked before the weights load
+        _, settings = check_request(model, corpus=corpus, settings=settings)
+        name = model
+
+        def check_text():
+            early["text"] = _text(load_tokenizer(name), corpus, settings)
+    model, tokenizer, identity, memory, settings = _resolve_model(model, tokenizer, settings, device, available_memory,
+                                                                  check_text)
     model.eval()
     n_layers = len(decoder_layers(model))
     settings = settings.resolved(n_layers)
     check_budget(today_widths(model)[0], settings.ffn_budget)
     dev = next(model.parameters()).device
-    text = card_text(tokenizer, corpus, block_size=settings.block_size, n_eval=settings.n_eval_blocks,
-                     n_calibration=settings.n_calibration_blocks)
+    text = early.get("text") or _text(tokenizer, corpus, settings)
     verification = verify_layer_access(model, text.eval_blocks[:1], dtype=settings.dtype)
     setup = {"wall_s": round(time.perf_counter() - started[0], 3), "cpu_s": round(time.process_time() - started[1], 3)}
     key = card_key(identity, text.token_sha256, settings.to_dict(), dev.type)
@@ -134,14 +169,14 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
                              causal=not settings.quick, store=store, clock=clock, progress=progress)
     work = measure_work(model, text.eval_blocks, n_tokens=settings.geometry_tokens, seed=settings.seed,
                         batch_size=settings.batch_size, store=store, clock=clock)
-    cheap = {**cheap_signals(results.totals), **work}
+    cheap = {**cheap_signals(results.totals, settings.angular_tokens, settings.update_norm), **work}
     causal = None if results.causal is None else {
         k: causal_summary(results.base_nll, results.causal[k], results.n_targets, settings.confidence)
         for k in CAUSAL_SIGNALS}
     today, params = today_widths(model)
     widths = suggest_widths(work["work_gw"], today, params, settings.ffn_budget)
-    agreement, flags = _agreement(cheap, causal, settings.max_prune, settings.seed)
-    angular = results.totals.angular_matrix()
+    agreement, flags = _agreement(cheap, causal, settings)
+    angular = results.totals.angular_matrix(settings.angular_tokens)
     best = best_blocks(angular)
     pruning = None
     if not settings.quick:
@@ -160,12 +195,16 @@ def _measure(model, text, settings: CardSettings, identity: dict, verification: 
                      "nll_per_token": float(results.base_nll.sum() / total), "scored_tokens": int(total),
                      "n_blocks": int(len(results.base_nll))},
         "layers": _per_layer(n_layers, cheap, causal, flags, widths),
-        "angular": {"token_scope": "all tokens", "offsets": int(angular.shape[1]),
+        "literature": literature_section(results.totals, cheap["block_influence"], settings),
+        "angular": {"token_scope": _SCOPE[settings.angular_tokens], "offsets": int(angular.shape[1]),
                     "matrix": [[None if np.isnan(x) else float(x) for x in row] for row in angular],
                     "best_blocks": best},
         "agreement": agreement, "pruning": pruning, "widths": widths.to_dict(),
         "provenance": provenance(str(dev), settings.dtype, clock.to_dict(), peak_rss_mb()),
-        "notes": list(NOTES),
+        "notes": [_SIGNAL_NOTE[(settings.angular_tokens, settings.update_norm)],
+                  f"Every perplexity of this card is over the same {int(total):,} scored tokens: "
+                  f"{len(results.base_nll)} evaluation blocks of {settings.block_size} tokens (context length "
+                  f"{settings.block_size}; each block's first token is context, not scored).", *NOTES],
     }
 
 
@@ -176,4 +215,3 @@ def estimate_only(name: str, settings: CardSettings | None = None) -> dict:
     config, _, _ = model_config(name)
     check_architecture(config)
     return estimate_memory(config, (settings or CardSettings()).validate()).to_dict()
-

@@ -18,7 +18,7 @@ from ..validate import AnatomyKitError
 from .document import Card, load_card
 from .figures import _figure, png_bytes
 
-__all__ = ["compare_cards", "comparison_figure", "write_comparison"]
+__all__ = ["layer_positions", "compare_cards", "comparison_figure", "write_comparison"]
 
 PROFILES = ("skip", "neighbour-mean", "block_influence", "angular_distance", "update_norm", "work_gw")
 
@@ -32,6 +32,21 @@ def _profile(doc: dict, name: str) -> list[float] | None:
     return None
 
 
+def layer_positions(doc: dict) -> tuple[list[int], int]:
+    """``(original index of each layer, the original model's layer count)``: a card of a ``--save-pruned``
+    folder (its ``anatomy_kit_pruned.json`` recorded as ``model.pruned``) places its layers where they sat
+    in the model it was cut from, so a parent and its pruned child line up layer for layer."""
+    n, pruned = doc["model"]["n_layers"], doc["model"].get("pruned")
+    if not pruned:
+        return list(range(n)), n
+    dropped, source = set(pruned["dropped_layers"]), int(pruned["source_layers"])
+    kept = [l for l in range(source) if l not in dropped]
+    if len(kept) != n:
+        raise AnatomyKitError(f"the card's {n} layers do not match its pruning record ({source} layers, "
+                              f"{len(dropped)} dropped)")
+    return kept, source
+
+
 def compare_cards(cards: list[Card | str | Path]) -> dict:
     """The comparison document of two or more cards (or paths to their ``card.json``)."""
     cards = [c if isinstance(c, Card) else load_card(c) for c in cards]
@@ -40,16 +55,22 @@ def compare_cards(cards: list[Card | str | Path]) -> dict:
     entries = []
     for c in cards:
         d, n = c.doc, c.n_layers
+        original, source = layer_positions(d)
         rec = (d["pruning"] or {}).get("recommended", {})
         entries.append({"model": d["model"]["name"], "n_layers": n, "corpus": d["text"]["corpus"],
                         "baseline_ppl": d["baseline"]["ppl"], "token_sha256": d["text"]["token_sha256"],
-                        "depth": [l / (n - 1) if n > 1 else 0.0 for l in range(n)],
+                        "depth": [l / (source - 1) if source > 1 else 0.0 for l in original],
+                        "original_layers": original,
                         "profiles": {p: _profile(d, p) for p in PROFILES},
-                        "greedy": {k: {"layers": v["layers"], "depth": [l / (n - 1) for l in v["layers"]],
-                                       "ppl": v["ppl"]} for k, v in rec.items()}})
+                        "greedy": {k: {"layers": [original[l] for l in v["layers"]],
+                                       "depth": [original[l] / (source - 1) for l in v["layers"]],
+                                       "ppl": v["ppl"]} for k, v in rec.items()},
+                        "best": {str(k): min((e for e in (d["pruning"] or {}).get("sets", []) if e["k"] == k),
+                                             key=lambda e: e["ppl"]) for k in map(int, rec)}})
     same_text = len({e["token_sha256"] for e in entries}) == 1
     return {"cards": entries, "same_tokens": same_text,
-            "note": "depth is ℓ / (L − 1), 0-based layers; perplexities are comparable across cards only on the "
+            "note": "depth is ℓ / (L − 1), 0-based layers (a pruned model's layers at their index in the model it "
+                    "was cut from); perplexities are comparable across cards only on the "
                     "same token ids" + ("" if same_text else " (these cards were measured on different tokens)")}
 
 
@@ -67,7 +88,8 @@ def comparison_figure(comparison: dict):
     for ax in axes[len(shown):]:
         ax.set_visible(False)
     axes[len(shown) - 1].set_xlabel("relative depth ℓ / (L − 1)")
-    axes[0].legend(fontsize=7)
+    for ax in axes[:len(shown)]:
+        ax.legend(fontsize=7)
     axes[0].set_title("Cards compared by relative depth")
     return fig
 
@@ -79,9 +101,12 @@ def write_comparison(comparison: dict, out: str | Path) -> dict[str, Path]:
     png = png_bytes(comparison_figure(comparison))
     (out / "compare.png").write_bytes(png)
     rows = [(e["model"], e["n_layers"], e["corpus"], f"{e['baseline_ppl']:.4g}",
-             "; ".join(f"k={k}: {v['layers']}" for k, v in e["greedy"].items()) or "— (quick card)")
+             "; ".join(f"k={k}: {v['layers']} PPL {v['ppl']:.4g}" for k, v in e["greedy"].items())
+             or "— (quick card)",
+             "; ".join(f"k={k}: {b['method']} {b['layers']} PPL {b['ppl']:.4g}" for k, b in e["best"].items()) or "—")
             for e in comparison["cards"]]
-    head = ("model", "layers", "corpus", "baseline PPL", "greedy drop sets (0-based)")
+    head = ("model", "layers", "corpus", "baseline PPL", "greedy drop sets (original 0-based layers), PPL",
+            "lowest measured set per k")
     table = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     page = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Layer cards compared</title><style>"
             "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto}td,th{border:1px solid #ccc;"

@@ -21,7 +21,7 @@ from .work import geometry_blocks
 __all__ = ["STAGES", "card_passes", "planned_passes", "card_flops"]
 
 STAGES = ("verification", "capture + cheap signals", "causal sweep", "geometric work", "greedy removal",
-          "pruned models")
+          "greedy on calibration halves", "pruned models")
 
 
 def _common(n_layers: int, block: int, n_eval_tokens: int, geometry_tokens: int, quick: bool) -> dict:
@@ -47,8 +47,11 @@ def card_passes(doc: dict) -> dict[str, tuple[int, int]]:
         greedy_layers += calib * (n + sum(n - j for j in candidates))
         greedy_heads += calib * (1 + len(candidates))
     sets = {tuple(e["layers"]) for e in doc["pruning"]["sets"] if e["k"] >= 2}
-    sets |= {tuple(r["layers"]) for k, v in doc["pruning"]["random"].items() if k != "1" for r in v}
+    for pool in ("random", "random_interior"):
+        sets |= {tuple(r["layers"]) for k, v in doc["pruning"].get(pool, {}).items() if k != "1" for r in v}
     out["greedy removal"] = (greedy_layers, greedy_heads)
+    if doc["pruning"].get("calibration_stability"):      # greedy again on each half: as much as once more
+        out["greedy on calibration halves"] = (greedy_layers, greedy_heads)
     out["pruned models"] = (eval_tokens * (n + sum(n - min(x) for x in sets)), eval_tokens * (1 + len(sets)))
     return out
 
@@ -70,9 +73,10 @@ def planned_passes(n_layers: int, settings: CardSettings, n_proposals: int = 9) 
         left = n_layers - (k - 1)
         greedy_layers += calib * (n_layers + left * (n_layers + 1) / 2)
         greedy_heads += calib * (1 + left)
-    sets = [(k, n_proposals + s.n_random) for k in range(2, s.max_prune + 1)]
+    sets = [(k, n_proposals + 2 * s.n_random) for k in range(2, s.max_prune + 1)]      # two random pools
     start = sum(m * (n_layers - (n_layers - k) / (k + 1)) for k, m in sets)
     out["greedy removal"] = (greedy_layers, greedy_heads)
+    out["greedy on calibration halves"] = (greedy_layers, greedy_heads)
     out["pruned models"] = (eval_tokens * (n_layers + start), eval_tokens * (1 + sum(m for _, m in sets)))
     return out
 

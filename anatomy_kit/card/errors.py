@@ -10,9 +10,13 @@ from __future__ import annotations
 from ..hf.layers import StructureNotRecognised
 from ..validate import AnatomyKitError
 
-__all__ = ["UnsupportedArchitecture", "StructureNotRecognised", "LayerAccessMismatch", "InsufficientMemory",
+__all__ = ["ModelNotFound", "UnsupportedArchitecture", "StructureNotRecognised", "LayerAccessMismatch", "InsufficientMemory",
            "CorpusTooShort", "PruneDepthTooLarge", "WidthBudgetInfeasible", "OutputFolderConflict",
            "CardSchemaError"]
+
+
+class ModelNotFound(AnatomyKitError):
+    """The model argument names a folder that does not exist or holds no ``config.json``."""
 
 
 class UnsupportedArchitecture(AnatomyKitError):

@@ -43,6 +43,14 @@ def png_bytes(fig, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
+def _mark_flags(ax, doc: dict) -> None:
+    """Shade every flagged layer (a cheap signal would prune it, skipping it is harmful) and say so in the legend."""
+    flagged = [e["layer"] for e in doc["layers"] if e["flags"]]
+    for i, layer in enumerate(flagged):
+        ax.axvspan(layer - 0.45, layer + 0.45, color="#f4c0c0", zorder=0,
+                   label="flagged: a cheap signal would prune it, skipping it is harmful" if i == 0 else None)
+
+
 def causal_figure(doc: dict):
     """ΔPPL % of each causal edit per layer with its interval (symmetric-log axis)."""
     if doc["layers"][0]["causal"] is None:
@@ -56,7 +64,10 @@ def causal_figure(doc: dict):
         ax.errorbar(layers + (i - 1.5) * 0.12, mid, yerr=err, fmt="o", ms=3, lw=1, capsize=2,
                     color=_CAUSAL_COLOURS[kind], label=kind)
     ax.axhline(0, color="grey", lw=0.8)
+    _mark_flags(ax, doc)
     ax.set_yscale("symlog", linthresh=1.0)
+    lowest = min(e["causal"][k]["low"] for e in doc["layers"] for k in _CAUSAL_COLOURS)
+    ax.set_ylim(bottom=min(-1.0, 1.3 * lowest))          # no empty negative range when nothing helps
     ax.set_xlabel("layer ℓ (0-based)")
     ax.set_ylabel("ΔPPL when taken out (%)")
     ax.set_title("Causal signals, 95 % t intervals paired over evaluation blocks")
@@ -73,6 +84,7 @@ def cheap_figure(doc: dict):
         v = np.array([e["cheap"][name] for e in doc["layers"]], dtype=float)
         mid = np.median(v[v > 0]) if (v > 0).any() else 1.0
         ax.plot(layers, np.where(v > 0, v / mid, np.nan), marker="o", ms=3, label=name.replace("_", " "))
+    _mark_flags(ax, doc)
     ax.set_yscale("log")
     ax.set_xlabel("layer ℓ (0-based)")
     ax.set_ylabel("signal / its median over layers")
@@ -118,24 +130,49 @@ def agreement_figure(doc: dict):
 
 
 def pruning_figure(doc: dict):
-    """Measured perplexity of every pruned set against k, random k-sets as grey points."""
+    """Measured perplexity of every proposed set against k, with its interval; random k-sets from all layers
+    (grey) and from the interior (light blue). The axis stops at three times the worst greedy set; sets
+    beyond it sit on the top edge as triangles."""
     if doc["pruning"] is None:
         return None
-    fig, ax = _figure(9, 4)
-    for k, sets in doc["pruning"]["random"].items():
-        ppl = [s["ppl"] for s in sets]
-        ax.plot(np.full(len(ppl), int(k)) + np.linspace(-0.15, 0.15, len(ppl)), ppl, ".", color="0.6", ms=4,
-                label="random k-sets" if k == "1" else None)
-    for method in doc["pruning"]["methods"]:
+    import matplotlib
+
+    fig, ax = _figure(9, 4.5)
+    base = doc["baseline"]["ppl"]
+    top = 3 * max(e["ppl"] for e in doc["pruning"]["sets"] if e["method"] == "greedy")
+    pools = (("random", "0.6", "random k-sets, all layers"),
+             ("random_interior", "#9ecae1", "random k-sets, interior layers"))
+    for pool, colour, label in pools:
+        for i, (k, sets) in enumerate(sorted(doc["pruning"].get(pool, {}).items())):
+            ppl = np.minimum([s["ppl"] for s in sets], top)
+            offset = -0.3 if pool == "random" else 0.3
+            ax.plot(np.full(len(ppl), int(k) + offset) + np.linspace(-0.08, 0.08, len(ppl)), ppl, ".",
+                    color=colour, ms=4, label=label if i == 0 else None)
+    methods = doc["pruning"]["methods"]
+    colours = matplotlib.colormaps["tab10"]
+    for i, method in enumerate(methods):
         rows = sorted((e for e in doc["pruning"]["sets"] if e["method"] == method), key=lambda e: e["k"])
-        style = {"lw": 2.2, "color": "k"} if method == "greedy" else {"lw": 1, "alpha": 0.85}
-        ax.plot([e["k"] for e in rows], [e["ppl"] for e in rows], marker="o", ms=3, label=method.replace("_", " "),
-                **style)
-    ax.axhline(doc["baseline"]["ppl"], color="grey", ls="--", lw=0.8, label="intact model")
+        k = np.array([e["k"] for e in rows]) + (i - len(methods) / 2) * 0.03
+        ppl = np.array([e["ppl"] for e in rows])
+        # the ΔPPL interval paired over blocks, drawn on the perplexity axis around the intact model's
+        low = base * (1 + np.array([e["low"] for e in rows]) / 100)
+        high = base * (1 + np.array([e["high"] for e in rows]) / 100)
+        style = {"lw": 2.2, "color": "k", "zorder": 5} if method == "greedy" else {"lw": 1, "color": colours(i % 10)}
+        shown = ppl <= top
+        ax.errorbar(k[shown], ppl[shown], yerr=[np.clip(ppl - low, 0, None)[shown],
+                                                np.clip(np.minimum(high, top) - ppl, 0, None)[shown]],
+                    marker="o", ms=3, capsize=2, label=method.replace("_", " "), **style)
+        if (~shown).any():
+            ax.plot(k[~shown], np.full((~shown).sum(), top), "^", color=style["color"], ms=5)
+    ax.axhline(base, color="grey", ls="--", lw=0.8, label="intact model")
     ax.set_yscale("log")
+    lowest = min([base] + [e["ppl"] for e in doc["pruning"]["sets"]]
+                 + [r["ppl"] for pool, _, _ in pools for v in doc["pruning"].get(pool, {}).values() for r in v])
+    ax.set_ylim(0.9 * lowest, top * 1.05)
+    ax.set_xticks(range(1, doc["pruning"]["max_k"] + 1))
     ax.set_xlabel("layers removed k")
     ax.set_ylabel("perplexity on the evaluation blocks")
-    ax.set_title("Pruned models, measured")
+    ax.set_title("Pruned models, measured (95 % intervals; ▲: beyond the axis)")
     ax.legend(ncol=3, fontsize=7)
     return fig
 

@@ -21,6 +21,7 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -28,47 +29,72 @@ from torch import nn
 from ..checksums import sha256_of
 from ..hf.evaluation import Batch, capture_prefix
 from ..hf.layers import decoder_layers, module_paths
-from ..hf.models import check_model_name, convert_embedded, resolve_device
+from ..hf.models import convert_embedded, resolve_device
 from ..jsonio import read_json
+from ..validate import AnatomyKitError
 from ..anatomy.blockwise import block_nll_from_layer
 from .errors import InsufficientMemory, LayerAccessMismatch, UnsupportedArchitecture
 from .settings import CardSettings, default_max_prune
 from .signals import max_offset
 
-__all__ = ["model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
-           "check_memory", "verify_layer_access", "model_identity"]
+__all__ = ["causal_lm_types", "model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
+           "check_memory", "verify_layer_access", "model_location", "model_identity", "load_tokenizer"]
 
 _WEIGHT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
 
 
-def model_config(name: str):
-    """``(config, folder or hub id, source)`` of a model name, without loading weights."""
-    from transformers import AutoConfig
+def causal_lm_types() -> list[str]:
+    """The ``model_type`` values the card accepts: every decoder-only causal LM ``transformers`` knows, sorted."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                         MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
-    source = check_model_name(name)
+    return sorted(k for k in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if k not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
+def _accepted() -> str:
+    types = causal_lm_types()
+    return f"decoder-only causal LMs; the {len(types)} model types accepted are: {', '.join(types)}"
+
+
+def model_config(name: str):
+    """``(config, folder or hub id, source)`` of a model name, without loading weights.
+
+    A folder whose ``config.json`` names a ``model_type`` unknown to ``transformers`` is
+    :class:`UnsupportedArchitecture` listing the accepted types (before ``transformers`` fails on it); a missing folder is
+    :class:`~.errors.ModelNotFound` (:func:`.checks.model_source`).
+    """
+    from transformers import CONFIG_MAPPING, AutoConfig
+
+    from .checks import model_source
+
+    source = model_source(name)
     where = convert_embedded() if source == "embedded" else Path(name).expanduser() if source == "local" else name
+    if source == "local":
+        kind = read_json(Path(where) / "config.json", what="model configuration").get("model_type")
+        if kind not in CONFIG_MAPPING:                   # transformers' own error would not say what is accepted
+            check_architecture(SimpleNamespace(model_type=kind, is_encoder_decoder=False))
     try:
         return AutoConfig.from_pretrained(where), where, source
     except (OSError, ValueError) as err:
+        also = f"; no local folder {name!r} exists here either" if source == "hub" else ""
         raise UnsupportedArchitecture(f"model={name!r}: its configuration could not be read "
-                                      f"({err.__class__.__name__}: {str(err).splitlines()[0]})") from None
+                                      f"({err.__class__.__name__}: {str(err).splitlines()[0]}){also}") from None
 
 
 def check_architecture(config) -> None:
-    """Refuse what is not a decoder-only causal LM, naming the model type and what is accepted."""
+    """Refuse what is not a decoder-only causal LM, naming the model type and every accepted one."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                          MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
     kind = getattr(config, "model_type", None)
-    accepted = "decoder-only causal LMs such as llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, gpt2, gpt_neox, olmo"
     if getattr(config, "is_encoder_decoder", False):
-        raise UnsupportedArchitecture(f"model_type={kind!r} is an encoder–decoder model; the card reads {accepted}")
+        raise UnsupportedArchitecture(f"model_type={kind!r} is an encoder–decoder model; the card reads {_accepted()}")
     if kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise UnsupportedArchitecture(f"model_type={kind!r} is an encoder-only (masked-LM) architecture; "
-                                      f"the card reads {accepted}")
+                                      f"the card reads {_accepted()}")
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise UnsupportedArchitecture(f"model_type={kind!r} has no causal-LM class in transformers; "
-                                      f"the card reads {accepted}")
+                                      f"the card reads {_accepted()}")
 
 
 @dataclass(frozen=True)
@@ -198,24 +224,55 @@ def _weights_checksum(model: nn.Module) -> str | None:
     return h.hexdigest()
 
 
+def model_location(name: str | None, source: str, folder: Path | str | None, revision: str | None) -> str | None:
+    """Where another tool loads this model from: the absolute folder (embedded or local), ``id@revision`` for
+    a hub model (``id`` when the revision is unknown), ``None`` for a model object."""
+    if source in ("embedded", "local") and folder is not None:
+        return str(Path(folder).expanduser().resolve())
+    if source == "hub" and name:
+        return f"{name}@{revision}" if revision else name
+    return None
+
+
 def model_identity(model: nn.Module, name: str | None, source: str, folder: Path | str | None = None) -> dict:
     """What names this model in the provenance and the cache key (module docstring)."""
     cfg = model.config
     out = {"name": name or type(model).__name__, "source": source, "class": type(model).__name__,
            "model_type": getattr(cfg, "model_type", None), "revision": getattr(cfg, "_commit_hash", None),
            "checksum": None, "checksum_of": None}
+    out["location"] = model_location(name, source, folder, out["revision"])
     if source == "embedded" and folder is not None:
         meta = read_json(Path(folder) / "anatomy_kit_source.json", what="embedded model record")
         out.update(checksum=meta["sha256"], checksum_of=f"GGUF file {meta['gguf']}")
     elif source == "local" and folder is not None:
         out.update(checksum=_folder_checksum(Path(folder)), checksum_of="files of the model folder (sha256 of each)")
+        record = Path(folder) / "anatomy_kit_pruned.json"
+        if record.is_file():                      # a --save-pruned folder: where its layers came from
+            out["pruned"] = read_json(record, what="pruning record")
     elif source == "object":
         out.update(checksum=_weights_checksum(model), checksum_of="weights (state_dict bytes)")
     return out
 
 
-def load_for_card(name: str, settings: CardSettings, *, device: str = "auto", available: int | None = None):
-    """``(LoadedModel, identity, memory estimate)``: checked architecture and memory, then loaded in ``settings.dtype``."""
+def load_tokenizer(name: str):
+    """The tokenizer of a model name alone (no weights), so the text is checked before the model loads."""
+    from transformers import AutoTokenizer
+
+    _, where, _ = model_config(name)
+    try:
+        return AutoTokenizer.from_pretrained(where)
+    except (OSError, ValueError) as err:
+        raise AnatomyKitError(f"model={name!r}: its tokenizer could not be read ({err.__class__.__name__}: "
+                              f"{str(err).splitlines()[0]})") from None
+
+
+def load_for_card(name: str, settings: CardSettings, *, device: str = "auto", available: int | None = None,
+                  before_weights=None):
+    """``(LoadedModel, identity, memory estimate)``: checked architecture and memory, then loaded in ``settings.dtype``.
+
+    ``before_weights()``, when given, runs after the memory check and before any weight loads (the
+    card checks its text there).
+    """
     from ..hf.models import load_model
 
     config, where, source = model_config(name)
@@ -223,5 +280,7 @@ def load_for_card(name: str, settings: CardSettings, *, device: str = "auto", av
     dev = resolve_device(device)
     estimate = estimate_memory(config, settings, device_type=dev.type)
     check_memory(estimate, dev, available)
+    if before_weights is not None:
+        before_weights()
     loaded = load_model(name, device=device, dtype=getattr(torch, settings.dtype))
     return loaded, model_identity(loaded.model, name, source, where if source != "hub" else None), estimate

@@ -13,8 +13,10 @@ the evaluation blocks:
   skipped in addition. Cost per step: one capture pass plus one replay of layers j … L−1 per
   remaining candidate j, about (L − k)/2 full passes over the calibration blocks, one batch at a
   time (memory holds one batch's prefix cache);
-- **baselines**: "drop the last k layers" and random k-sets (k = 1: all L single layers, exactly;
-  k ≥ 2: ``n_random`` sets drawn without repeats with the card's seed).
+- **baselines**: "drop the last k layers" and random k-sets from two pools, all layers and the
+  position-only interior (:func:`interior_layers`): k = 1 every single layer of the pool; k ≥ 2 every
+  k-set when there are at most ``n_random`` (exact), else ``n_random`` drawn without repeats with the
+  card's seed.
 
 Sets are chosen on the calibration blocks or without any loss, never on the evaluation blocks, so a
 measured perplexity is not selected on the text it is measured on. A pruned model is the model with
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 from contextlib import ExitStack, contextmanager
+from itertools import combinations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -39,7 +42,8 @@ from ..hf.evaluation import Batch, capture_prefix
 from ..hf.layers import decoder_layers
 from ..validate import AnatomyKitError, check_int
 
-__all__ = ["Candidate", "pruned", "one_shot_sets", "block_sets", "last_k_sets", "random_sets", "greedy_removal",
+__all__ = ["Candidate", "pruned", "one_shot_sets", "block_sets", "last_k_sets", "interior_layers", "random_sets",
+           "is_enumerated", "greedy_removal",
            "set_key", "measure_sets", "random_p"]
 
 
@@ -92,17 +96,37 @@ def last_k_sets(n_layers: int, max_k: int) -> list[Candidate]:
     return [Candidate("last_k", tuple(range(n_layers - k, n_layers))) for k in range(1, max_k + 1)]
 
 
-def random_sets(n_layers: int, max_k: int, n_random: int, seed: int) -> list[Candidate]:
-    """``n_random`` distinct random k-sets for every k = 2 … K (fewer when fewer exist), seeded."""
+def interior_layers(n_layers: int) -> list[int]:
+    """The position-only interior pool: every layer but the first and last ``max(1, L // 10)`` (declared
+    before any measurement: the ends are where the pruning literature finds layers it cannot remove;
+    a random set from this pool uses the layers' positions and nothing measured)."""
+    margin = max(1, n_layers // 10)
+    return list(range(margin, n_layers - margin))
+
+
+def random_sets(n_layers: int, max_k: int, n_random: int, seed: int, pool: Sequence[int] | None = None,
+                method: str = "random") -> list[Candidate]:
+    """Random k-sets for every k = 2 … K from ``pool`` (default: all layers), seeded: all of them when
+    there are at most ``n_random`` (exact enumeration), else ``n_random`` distinct ones drawn."""
+    pool = list(range(n_layers)) if pool is None else sorted(int(x) for x in pool)
     rng = np.random.default_rng(seed)
     out = []
     for k in range(2, max_k + 1):
-        want = min(n_random, math.comb(n_layers, k))
+        if k > len(pool):
+            continue
+        if math.comb(len(pool), k) <= n_random:
+            out += [Candidate(method, s) for s in combinations(pool, k)]
+            continue
         seen: set[tuple[int, ...]] = set()
-        while len(seen) < want:
-            seen.add(tuple(sorted(int(x) for x in rng.choice(n_layers, size=k, replace=False))))
-        out += [Candidate("random", s) for s in sorted(seen)]
+        while len(seen) < n_random:
+            seen.add(tuple(sorted(int(x) for x in rng.choice(pool, size=k, replace=False))))
+        out += [Candidate(method, s) for s in sorted(seen)]
     return out
+
+
+def is_enumerated(pool_size: int, k: int, n_random: int) -> bool:
+    """Whether :func:`random_sets` lists every k-set of the pool (k = 1 always: every single layer)."""
+    return k == 1 or math.comb(pool_size, k) <= n_random
 
 
 @torch.no_grad()
@@ -124,16 +148,17 @@ def _calibration_scores(model: nn.Module, batches: list[Batch], removed: tuple[i
     return scores
 
 
-def greedy_removal(model: nn.Module, batches: list[Batch], max_k: int, store=None) -> tuple[list[Candidate], list[dict]]:
+def greedy_removal(model: nn.Module, batches: list[Batch], max_k: int, store=None,
+                   prefix: str = "greedy") -> tuple[list[Candidate], list[dict]]:
     """Greedy removal on the calibration ``batches`` (module docstring): the sets for k = 1 … K and each step's scores.
 
-    Each step is kept in ``store`` (a dict-like) under ``"greedy/<k>"``, so an interrupted run resumes.
+    Each step is kept in ``store`` (a dict-like) under ``"<prefix>/<k>"``, so an interrupted run resumes.
     Returns ``(candidates, steps)``, ``steps[k−1] = {"removed": layer, "scores": {layer: nll}}``.
     """
     removed: tuple[int, ...] = ()
     steps, out = [], []
     for k in range(1, max_k + 1):
-        key = f"greedy/{k}"
+        key = f"{prefix}/{k}"
         if store is not None and key in store:
             step = store[key]
         else:

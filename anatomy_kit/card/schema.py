@@ -47,6 +47,10 @@ _PRUNING = _obj({
                                                                                           "ppl": _NUM})}},
     "recommended": {"type": "object", "additionalProperties": _SET}})
 
+#: Top-level fields every card holds ("literature" was added later: optional, so older cards still validate).
+_REQUIRED = ["schema", "key", "layer_index_base", "model", "settings", "text", "verification", "memory", "baseline",
+             "layers", "angular", "agreement", "pruning", "widths", "provenance", "notes"]
+
 CARD_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "anatomy_kit/layer-card/v1",
@@ -57,7 +61,8 @@ CARD_SCHEMA = {
         "layer_index_base": {"const": 0},
         "model": _obj({"name": _STR, "source": {"enum": ["embedded", "local", "hub", "object"]}, "class": _STR,
                        "model_type": _STR_OR_NULL, "revision": _STR_OR_NULL, "checksum": _STR_OR_NULL,
-                       "n_layers": {"type": "integer", "minimum": 1}, "hidden_size": _INT, "n_parameters": _INT},
+                       "n_layers": {"type": "integer", "minimum": 1}, "hidden_size": _INT, "n_parameters": _INT,
+                       "location": _STR_OR_NULL},
                       ["name", "source", "class", "n_layers", "hidden_size", "n_parameters", "revision", "checksum"]),
         "settings": _obj({k: {} for k in ("tokens", "block_size", "batch_size", "calibration_tokens", "max_prune",
                                           "n_random", "geometry_tokens", "ffn_budget", "dtype", "quick", "seed")}),
@@ -79,8 +84,10 @@ CARD_SCHEMA = {
                            "top_k": {"type": "array", "items": _obj({"a": _STR, "b": _STR, "k": _INT,
                                                                      "shared": _LAYERS, "n_shared": _INT,
                                                                      "chance_p": _NUM})},
-                           "flag_rule": _STR}),
+                           "flag_rule": _STR, "harm_pct": _NUM}, ["signals", "spearman", "top_k", "flag_rule"]),
         "pruning": {"oneOf": [{"type": "null"}, _PRUNING]},
+        "literature": _obj({"definitions": {"type": "object"}, "signals": {"type": "object"},
+                            "prune_me_blocks": {"type": "array"}, "shortgpt_sets": {"type": "object"}}),
         "widths": _obj({"profile": _STR, "budget_fraction": _NUM, "multiple": _INT, "today": _LAYERS,
                         "suggested": _LAYERS, "continuous": {"type": "array", "items": _NUM},
                         "params_today": _INT, "params_suggested": _INT, "lower": _INT, "upper": _LAYERS,
@@ -91,7 +98,7 @@ CARD_SCHEMA = {
                                                                                         "cpu_s": _NUM})},
                             "peak_rss_mb": _NUM}),
         "notes": {"type": "array", "items": _STR},
-    }),
+    }, required=_REQUIRED),
 }
 
 

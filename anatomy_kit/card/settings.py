@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .errors import PruneDepthTooLarge
+from .signals import SIGNAL_DEFINITIONS
 
 __all__ = ["CardSettings", "DTYPES", "default_max_prune", "torch_dtype"]
 
@@ -39,24 +40,34 @@ class CardSettings:
     is set by it, never by ``tokens``). ``calibration_tokens``: separate blocks, from other
     documents, on which greedy removal chooses its layers, so that its measured perplexity is not
     selected on the text it is measured on. ``max_prune`` (K; ``None``: :func:`default_max_prune`):
-    pruned sets of k = 1 … K layers. ``n_random``: random k-sets per k ≥ 2 (k = 1: all L layers).
+    pruned sets of k = 1 … K layers. ``n_random``: random k-sets per k ≥ 2 and pool
+    (k = 1: every layer of the pool; every k-set when a pool has at most ``n_random``); 19 puts the
+    Monte Carlo p floor at 1/20 = 0.05.
     ``geometry_tokens``: tokens in chapter 4's clouds. ``ffn_budget``: the FFN parameter budget of
     the width suggestion as a fraction of today's. ``quick``: cheap signals only (no causal sweep,
-    no pruning).
+    no pruning). ``harm_pct``: the disagreement flag's harm threshold, in % perplexity: a layer whose
+    whole skip ΔPPL interval lies above it is harmful to prune (:mod:`.agreement`); +20 % by default,
+    a fifth more perplexity from removing one layer, which no reader would call "changes little".
+    ``angular_tokens`` (``"all"`` or PruneMe's ``"last"``) and ``update_norm`` (``"ratio_of_sums"`` or
+    ``"mean_of_ratios"``): which definition the card ranks and prunes by (:mod:`.signals`); the other
+    is recorded beside it.
     """
 
-    tokens: int = 1024
+    tokens: int = 2048
     block_size: int = 128
     batch_size: int = 4
-    calibration_tokens: int = 256
+    calibration_tokens: int = 1024
     max_prune: int | None = None
-    n_random: int = 6
+    n_random: int = 19
     geometry_tokens: int = 128
     ffn_budget: float = 0.75
     dtype: str = "float32"
     quick: bool = False
     confidence: float = 0.95
     seed: int = 0
+    harm_pct: float = 20.0
+    angular_tokens: str = "all"
+    update_norm: str = "ratio_of_sums"
 
     def validate(self) -> "CardSettings":
         check_int("block_size", self.block_size, minimum=8)
@@ -72,6 +83,9 @@ class CardSettings:
         if not isinstance(self.quick, bool):
             raise AnatomyKitError(f"quick={self.quick!r} must be True or False")
         check_positive("ffn_budget", self.ffn_budget)     # its range depends on the model: widths.check_budget
+        check_positive("harm_pct", self.harm_pct)
+        for name, allowed in SIGNAL_DEFINITIONS.items():
+            check_choice(name, getattr(self, name), allowed)
         if not 0 < self.confidence < 1:
             raise AnatomyKitError(f"confidence={self.confidence!r} must lie strictly between 0 and 1")
         return self

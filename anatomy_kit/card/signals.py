@@ -13,6 +13,16 @@ taken after it, so it is not used). Layer ℓ maps ``h_ℓ`` to ``h_{ℓ+1}``. F
 - **relative update norm**: ``Σ_tokens ‖h_{ℓ+1} − h_ℓ‖ / Σ_tokens ‖h_ℓ‖`` (a ratio of means: a token whose
   state is near zero, such as a padding embedding, cannot dominate it).
 
+The literature's exact definitions are recorded beside these (:data:`SIGNAL_DEFINITIONS`) and either
+can be the one the card ranks and prunes by (:attr:`.settings.CardSettings.angular_tokens`,
+:attr:`.settings.CardSettings.update_norm`):
+
+- ``angular_tokens="last"``: PruneMe's ``d(ℓ, n) = mean_sequences arccos(cos(h_ℓ, h_{ℓ+n}))/π`` at the
+  *last* scored token of each sequence only; the card's default, ``"all"``, averages every scored token
+  (block-size times more samples of the same angle, so a steadier ranking from the same text);
+- ``update_norm="mean_of_ratios"``: ``mean_tokens ‖h_{ℓ+1} − h_ℓ‖ / ‖h_ℓ‖``, the per-token mean; the
+  default ``"ratio_of_sums"`` (above) keeps a near-zero state from dominating.
+
 :func:`state_hooks` records them while *any* forward pass of the model runs (the card runs them
 during its prefix-cache capture, so they cost no pass of their own); the sums stay tensors on the
 device of the first layer's input, each per-layer term moved there (a model split over GPUs with a
@@ -33,13 +43,16 @@ import torch
 from torch import nn
 
 from ..hf.layers import decoder_layers, hidden_of
-from ..validate import AnatomyKitError, check_int
+from ..validate import AnatomyKitError, check_choice, check_int
 
-__all__ = ["CHEAP_SIGNALS", "SignalSums", "state_hooks", "signal_pass", "SignalTotals", "cheap_signals",
-           "best_blocks", "max_offset"]
+__all__ = ["CHEAP_SIGNALS", "SIGNAL_DEFINITIONS", "SignalSums", "state_hooks", "signal_pass", "SignalTotals", "cheap_signals",
+           "literature_signals", "best_blocks", "max_offset"]
 
 #: Per-layer cheap signals in the card, in display order (work shift and GW come from :mod:`.work`).
 CHEAP_SIGNALS = ("block_influence", "angular_distance", "update_norm")
+
+#: The selectable definitions of the cheap signals (the first of each is the card's default).
+SIGNAL_DEFINITIONS = {"angular_tokens": ("all", "last"), "update_norm": ("ratio_of_sums", "mean_of_ratios")}
 
 
 def max_offset(n_layers: int, max_prune: int) -> int:
@@ -53,6 +66,8 @@ class SignalSums:
 
     ``cos`` (L,): Σ cos(h_ℓ, h_{ℓ+1}); ``update`` (L,): Σ ‖h_{ℓ+1} − h_ℓ‖; ``norm`` (L,): Σ ‖h_ℓ‖; ``angle`` (L, N):
     ``angle[ℓ, n−1]`` = Σ angle(h_ℓ, h_{ℓ+n}) / π (zero where ℓ + n > L); ``tokens``: Σ token weights.
+    ``angle_last`` (L, N): the same at each sequence's last scored token only; ``sequences``: how many
+    sequences; ``ratio`` (L,): Σ ‖h_{ℓ+1} − h_ℓ‖ / ‖h_ℓ‖ per token.
     """
 
     n_layers: int
@@ -62,6 +77,9 @@ class SignalSums:
     norm: torch.Tensor | None = None
     angle: torch.Tensor | None = None
     tokens: torch.Tensor | None = None
+    angle_last: torch.Tensor | None = None
+    ratio: torch.Tensor | None = None
+    sequences: torch.Tensor | None = None
     _recent: dict = field(default_factory=dict, repr=False)
 
     def _start(self, like: torch.Tensor) -> None:
@@ -71,6 +89,9 @@ class SignalSums:
             self.norm = torch.zeros(self.n_layers, **kw)
             self.angle = torch.zeros(self.n_layers, self.n_offsets, **kw)
             self.tokens = torch.zeros((), **kw)
+            self.angle_last = torch.zeros(self.n_layers, self.n_offsets, **kw)
+            self.ratio = torch.zeros(self.n_layers, **kw)
+            self.sequences = torch.zeros((), **kw)
 
     def add_state(self, index: int, hidden: torch.Tensor, weight: torch.Tensor) -> None:
         """Take in ``h_index`` (B, T, d) with token weights (B, T); pair it with the kept earlier states."""
@@ -79,8 +100,13 @@ class SignalSums:
         home = self.cos.device                   # the sums' device: the first state's
         w = weight.to(h.device, torch.float32)
         unit = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+        # each row's last scored position (B,): the largest index whose weight is positive
+        last = ((w > 0) * torch.arange(1, w.shape[1] + 1, device=w.device)).argmax(dim=1)
+        rows = torch.arange(w.shape[0], device=w.device)
+        has = (w > 0).any(dim=1)
         if index == 0:
             self.tokens = self.tokens + w.sum().double().to(home)
+            self.sequences = self.sequences + has.sum().double().to(home)
         for n in range(1, self.n_offsets + 1):
             earlier = self._recent.get(index - n)
             if earlier is None:
@@ -89,9 +115,12 @@ class SignalSums:
             h_prev, unit_prev = (x.to(h.device) for x in earlier)
             angle = 2 * torch.asin(((unit - unit_prev).norm(dim=-1) / 2).clamp(max=1.0)) / torch.pi   # (B, T)
             self.angle[index - n, n - 1] += (angle * w).sum().double().to(home)
+            self.angle_last[index - n, n - 1] += (angle[rows, last] * has).sum().double().to(home)
             if n == 1:
+                step = (h - h_prev).norm(dim=-1)
+                self.ratio[index - 1] += (step / h_prev.norm(dim=-1).clamp_min(1e-30) * w).sum().double().to(home)
                 self.cos[index - 1] += ((unit * unit_prev).sum(dim=-1) * w).sum().double().to(home)
-                self.update[index - 1] += ((h - h_prev).norm(dim=-1) * w).sum().double().to(home)
+                self.update[index - 1] += (step * w).sum().double().to(home)
                 self.norm[index - 1] += (h_prev.norm(dim=-1) * w).sum().double().to(home)
         self._recent[index] = (h, unit)
         self._recent.pop(index - self.n_offsets, None)
@@ -104,7 +133,8 @@ class SignalSums:
         if self.cos is None:
             raise AnatomyKitError("no state was recorded: run a forward pass inside state_hooks first")
         return SignalTotals(self.cos.cpu().numpy(), self.update.cpu().numpy(), self.norm.cpu().numpy(),
-                            self.angle.cpu().numpy(), float(self.tokens.cpu()))
+                            self.angle.cpu().numpy(), float(self.tokens.cpu()), self.angle_last.cpu().numpy(),
+                            self.ratio.cpu().numpy(), float(self.sequences.cpu()))
 
 
 @contextmanager
@@ -164,35 +194,55 @@ class SignalTotals:
     norm: np.ndarray
     angle: np.ndarray
     tokens: float
+    angle_last: np.ndarray
+    ratio: np.ndarray
+    sequences: float
 
     def __add__(self, other: "SignalTotals") -> "SignalTotals":
         return SignalTotals(self.cos + other.cos, self.update + other.update, self.norm + other.norm,
-                            self.angle + other.angle, self.tokens + other.tokens)
+                            self.angle + other.angle, self.tokens + other.tokens, self.angle_last + other.angle_last,
+                            self.ratio + other.ratio, self.sequences + other.sequences)
 
     def to_dict(self) -> dict:
         return {"cos": self.cos.tolist(), "update": self.update.tolist(), "norm": self.norm.tolist(),
-                "angle": self.angle.tolist(), "tokens": self.tokens}
+                "angle": self.angle.tolist(), "tokens": self.tokens, "angle_last": self.angle_last.tolist(),
+                "ratio": self.ratio.tolist(), "sequences": self.sequences}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SignalTotals":
         return cls(np.asarray(d["cos"], float), np.asarray(d["update"], float), np.asarray(d["norm"], float),
-                   np.asarray(d["angle"], float), float(d["tokens"]))
+                   np.asarray(d["angle"], float), float(d["tokens"]), np.asarray(d["angle_last"], float),
+                   np.asarray(d["ratio"], float), float(d["sequences"]))
 
-    def angular_matrix(self) -> np.ndarray:
-        """``d(ℓ, n)`` (L, N); NaN where ℓ + n > L (no such pair of states)."""
+    def angular_matrix(self, tokens: str = "all") -> np.ndarray:
+        """``d(ℓ, n)`` (L, N) over all scored tokens or at each sequence's last one (``tokens="last"``,
+        PruneMe's); NaN where ℓ + n > L (no such pair of states)."""
+        check_choice("angular_tokens", tokens, SIGNAL_DEFINITIONS["angular_tokens"])
         n_layers, n_off = self.angle.shape
-        d = self.angle / self.tokens
+        d = self.angle / self.tokens if tokens == "all" else self.angle_last / self.sequences
         valid = np.arange(n_layers)[:, None] + np.arange(1, n_off + 1)[None, :] <= n_layers
         return np.where(valid, d, np.nan)
 
 
-def cheap_signals(totals: SignalTotals) -> dict[str, np.ndarray]:
-    """``{"block_influence", "angular_distance" (n = 1), "update_norm"}``, each (L,) (module docstring)."""
+def cheap_signals(totals: SignalTotals, angular_tokens: str = "all",
+                  update_norm: str = "ratio_of_sums") -> dict[str, np.ndarray]:
+    """``{"block_influence", "angular_distance" (n = 1), "update_norm"}``, each (L,), by the chosen
+    definitions (module docstring; :data:`SIGNAL_DEFINITIONS`)."""
+    check_choice("update_norm", update_norm, SIGNAL_DEFINITIONS["update_norm"])
     if not totals.tokens > 0:
         raise AnatomyKitError("the signal sums hold no token")
     return {"block_influence": 1.0 - totals.cos / totals.tokens,
-            "angular_distance": totals.angle[:, 0] / totals.tokens,
-            "update_norm": totals.update / totals.norm}
+            "angular_distance": totals.angular_matrix(angular_tokens)[:, 0],
+            "update_norm": totals.update / totals.norm if update_norm == "ratio_of_sums"
+            else totals.ratio / totals.tokens}
+
+
+def literature_signals(totals: SignalTotals) -> dict[str, np.ndarray]:
+    """Every definition of :data:`SIGNAL_DEFINITIONS`, each (L,), named by its definition."""
+    return {"angular_distance (all tokens)": totals.angular_matrix("all")[:, 0],
+            "angular_distance (last token, PruneMe)": totals.angular_matrix("last")[:, 0],
+            "update_norm (ratio of sums)": totals.update / totals.norm,
+            "update_norm (mean of ratios)": totals.ratio / totals.tokens}
 
 
 def best_blocks(angular: np.ndarray) -> list[dict]:

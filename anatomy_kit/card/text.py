@@ -33,6 +33,7 @@ from .errors import CorpusTooShort
 __all__ = ["CardText", "card_text", "corpus_kind", "read_documents"]
 
 _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(:[A-Za-z0-9._-]+)?$")
+_SHORT = re.compile(r"its (train|eval) split has ([0-9,]+) tokens = (\d+) blocks")
 _CHARS_PER_TOKEN_MARGIN = 12     # characters streamed per token needed (≈ 4 per token, both halves, margin)
 
 
@@ -162,11 +163,17 @@ def card_text(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibra
         blocks = token_blocks(tokenizer, dataset, block_size=block_size, n_train=n_calibration, n_eval=n_eval,
                               eval_percent=50, name=corpus)
     except AnatomyKitError as err:
-        if "too short" not in str(err):
+        found = _SHORT.search(str(err))
+        if found is None:
             raise
-        raise CorpusTooShort(f"{err}; the card's token budget is tokens={n_eval * block_size:,} for evaluation "
-                             f"plus calibration_tokens={n_calibration * block_size:,} (each half of the documents "
-                             "gives one of them): lower the budgets or give a longer corpus") from None
+        part, tokens, have = found.group(1), found.group(2), found.group(3)
+        half, budget, want = (("evaluation", "tokens", n_eval) if part == "eval"
+                              else ("calibration", "calibration_tokens", n_calibration))
+        raise CorpusTooShort(f"corpus {corpus!r} is too short: its {half} half (the documents the card "
+                             f"{'measures on' if part == 'eval' else 'chooses greedy’s layers on'}) holds {tokens} "
+                             f"tokens = {have} blocks of {block_size}, but {budget}={want * block_size:,} asks for "
+                             f"{want} blocks; every document goes to one half by a hash of its id, so lower "
+                             "--tokens / --calibration-tokens or give a longer corpus") from None
     return CardText(corpus=corpus, kind=kind, eval_blocks=blocks.eval, calibration_blocks=blocks.train,
                     text_sha256=digest, available_eval=blocks.available_eval,
                     available_calibration=blocks.available_train)
