@@ -23,12 +23,13 @@ Every public function names, in its docstring, the chapter that introduces it. S
 - :mod:`anatomy_kit.stats` – paired differences, intervals, rank correlations with exact p-values;
 - :mod:`anatomy_kit.verdicts` – the project's core idea: claims decided by declared rules, nulls,
   the combination table, compact claims tables;
-- :mod:`anatomy_kit.book` – chapter parameters, stores, report, runner, CLI;
+- :mod:`anatomy_kit.book` – chapter parameters, report, runner, CLI, chapter costs;
 - :mod:`anatomy_kit.exercises` – the self-checks of the chapters' exercises.
 
 Top-level helpers: :mod:`anatomy_kit.validate` (named errors), :mod:`anatomy_kit.manifest`
 (``data_manifest/``), :mod:`anatomy_kit.jsonio` (the one JSON reader and atomic writer),
-:mod:`anatomy_kit.checksums` (the one file sha256), :mod:`anatomy_kit.environment` (the kernel path,
+:mod:`anatomy_kit.checksums` (the one file sha256), :mod:`anatomy_kit.store` (a resumable JSON store
+of finished results), :mod:`anatomy_kit.environment` (the kernel path,
 threads and versions every metrics file records).
 """
 

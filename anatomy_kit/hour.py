@@ -6,7 +6,7 @@ JupyterHub can run ``scale="hour"``: the papers' models and corpora where a clai
 (the base ``HuggingFaceTB/SmolLM2-135M``, FineWeb-Edu, OpenWebText, chapter 4's seven models), and
 as many blocks, seeds and steps as the hour affords. The sizes below were chosen with the power
 analysis of :mod:`anatomy_kit.book.power` (what each claim needs) and checked against the time and
-memory model of :mod:`anatomy_kit.lm.estimates` (:func:`anatomy_kit.lm.chapter_costs.hour_estimates`;
+memory model of :mod:`anatomy_kit.lm.estimates` (:func:`anatomy_kit.book.chapter_costs.hour_estimates`;
 ``tests/test_estimates.py`` holds every chapter to ≤ 60 minutes and < 80 GB). Every chapter's
 ``defaults["hour"]`` is ``HOUR_PRESETS[chapter]``; the estimates read the same dicts, so the page on
 running and the chapters cannot disagree.
@@ -14,6 +14,7 @@ running and the chapters cannot disagree.
 
 from __future__ import annotations
 
+from .manifest import reference
 from .validate import check_choice
 
 __all__ = ["HOUR_PRESETS", "HOUR_MINUTES", "HOUR_MEMORY_GB", "hour_preset"]
@@ -24,6 +25,9 @@ HOUR_MINUTES, HOUR_MEMORY_GB = 60.0, 80.0
 _CH04_MODELS = ["meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-3B", "meta-llama/Llama-3.1-8B",
                 "google/gemma-2-2b", "google/gemma-2-9b", "google/gemma-3-1b-pt", "mistralai/Mistral-7B-v0.3"]
 _SMOL = "HuggingFaceTB/SmolLM2-135M"
+# chapter 3's short run gets the paper's share of the budget: growth's steps over uniform's in its table
+_HALF = reference("p1.growth_half_budget_steps")["value"]
+_PAPER_HALF_FRACTION = _HALF["growth"] / _HALF["uniform"]
 _CARD_MODEL = "HuggingFaceTB/SmolLM2-1.7B"
 
 HOUR_PRESETS: dict[str, dict] = {
@@ -38,7 +42,7 @@ HOUR_PRESETS: dict[str, dict] = {
         train_whole_model=True),
     "ch03_growth_training": dict(
         model=_SMOL, corpus="fineweb-edu", n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,
-        block_size=256, batch_size=32, steps=656, lr=3e-3, n_seeds=16, reference_steps=328, half_fraction=0.5,
+        block_size=256, batch_size=32, steps=656, lr=3e-3, n_seeds=16, reference_steps=328, half_fraction=_PAPER_HALF_FRACTION,
         clone_noise=0.05, anti_scale=0.9, max_anti=2, eval_every=41, n_eval=256, ablation_blocks=64,
         n_documents=20000, processes=1, timing_repeats=5),
     "ch04_geometric_work": dict(model=_CH04_MODELS[0], corpus="openwebtext", models=_CH04_MODELS, n_tokens=1024,

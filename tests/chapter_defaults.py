@@ -27,6 +27,14 @@ def full_defaults(chapter: str) -> dict:
     return scale_defaults(chapter, "full")
 
 
+def paper_fraction() -> float:
+    """Chapter 3's ``PAPER_FRACTION``, computed as its cell does: growth's steps over uniform's in the paper."""
+    from anatomy_kit.manifest import reference
+
+    half = reference("p1.growth_half_budget_steps")["value"]
+    return half["growth"] / half["uniform"]
+
+
 def scale_defaults(chapter: str, scale: str) -> dict:
     """``defaults[scale]`` of ``chapter`` (``"full"`` or ``"hour"``), evaluated as the chapter does."""
     from anatomy_kit.growth import recipe
@@ -41,7 +49,8 @@ def scale_defaults(chapter: str, scale: str) -> dict:
     names = {"PRESETS": PRESETS, "RULES": width_solver_rules(), "ALL": list(recipe.CONDITIONS),
              "FULL": recipe.paper_d256_d384(multi["tokens_per_param"], gate),
              "FULL_MS": recipe.paper_multistage(multi["tokens_per_param"], gate_tokens=gate), "list": list,
-             "dict": dict, "range": range, "hour_preset": hour_preset}
+             "dict": dict, "range": range, "hour_preset": hour_preset,
+             "PAPER_FRACTION": paper_fraction()}
     if "PAPER_MODELS = " in text:
         names["PAPER_MODELS"] = ast.literal_eval(_block(text, "PAPER_MODELS = "))
     return eval(compile(_block(text, f'"{scale}": '), chapter, "eval"), names)

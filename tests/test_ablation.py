@@ -118,7 +118,7 @@ def test_tuple_returning_layers_gpt2():
 
 
 def test_store_resumes_a_sweep(model, tmp_path):
-    from anatomy_kit.book.store import Store
+    from anatomy_kit.store import Store
 
     batches = _batches()
     store = Store(tmp_path / "s.json")
@@ -269,7 +269,7 @@ def test_zero_attn_equals_removing_the_attention_branch(model):
 
 def test_block_meter_measures_edits_and_resumes(model, tmp_path):
     from anatomy_kit.anatomy import blockwise
-    from anatomy_kit.book.store import Store
+    from anatomy_kit.store import Store
 
     batches = _batches(pad=False)          # equal blocks: the mean per-block change is the pooled one
     cache = evaluation.capture_prefix(model, batches)

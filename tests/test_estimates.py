@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anatomy_kit.lm import chapter_costs as C
+from anatomy_kit.book import chapter_costs as C
 from anatomy_kit.lm import estimates as E
 from anatomy_kit.lm import PRESETS
 from anatomy_kit.validate import AnatomyKitError

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy_kit.growth import cost, curriculum as C, phases as P, sources
+from anatomy_kit.growth import cost, curriculum as C, phases as P, schedule_figure as F, sources
 from anatomy_kit.lm import LMConfig, build_lm, load_trained
 from anatomy_kit.lm.train import TrainConfig, batch_indices, train
 
@@ -291,7 +291,7 @@ def test_position_control_puts_the_layers_of_the_same_rank_by_position():
 def test_schedule_matrix_and_split_steps():
     s = P.GrowthSchedule(4, (P.Phase("a", (1,), 0, 2, 1e-3), P.Phase("b", (2,), 2, 4, 1e-3, ((2, 1),)),
                              P.Phase("c", (0, 1, 2), 4, 6, 1e-3)), 6, anti_layers=(3,))
-    assert P.schedule_matrix(s).tolist() == [[0, 0, 3], [3, 1, 3], [0, 2, 3], [4, 4, 4]]
+    assert F.schedule_matrix(s).tolist() == [[0, 0, 3], [3, 1, 3], [0, 2, 3], [4, 4, 4]]
     assert P.split_steps(10, [1, 1, 1]) == [4, 3, 3] and sum(P.split_steps(416, [1] * 6)) == 416
     d = three_phase(anti=(3,)).to_dict()
     assert P.GrowthSchedule.from_dict(d) == three_phase(anti=(3,))
@@ -304,11 +304,11 @@ def test_draw_schedule_names_every_phase_and_leaves_the_legend_to_the_caller():
 
     s = P.schedule_from_importance(np.linspace(1, 0.1, 8), 36, lr=1e-3)
     fig, ax = plt.subplots()
-    P.draw_schedule(s, ax, legend=False, name_rotation=35)
+    F.draw_schedule(s, ax, legend=False, name_rotation=35)
     texts = {t.get_text(): t.get_rotation() for t in ax.texts}
     assert texts == {name: 35.0 for name in P.PHASE_NAMES} and ax.get_legend() is None
-    handles = P.legend_handles()
-    assert [h.get_label() for h in handles] == [P.CELL_STATES[c] for c in sorted(P.CELL_STATES)]
+    handles = F.legend_handles()
+    assert [h.get_label() for h in handles] == [F.CELL_STATES[c] for c in sorted(F.CELL_STATES)]
     plt.close(fig)
 
 

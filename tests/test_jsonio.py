@@ -9,7 +9,7 @@ import pytest
 
 from anatomy_kit.anatomy.importance import load_profile
 from anatomy_kit.book.report import build_report
-from anatomy_kit.book.store import Store
+from anatomy_kit.store import Store
 from anatomy_kit.geometry.profiles import load_profiles
 from anatomy_kit.jsonio import read_json, to_jsonable, write_json
 from anatomy_kit.lm.checkpoint import load_checkpoint

@@ -289,7 +289,7 @@ def test_choose_lr_keeps_the_largest_harmless_rate():
 
 
 def test_recovery_draws_one_run_per_seed_and_resume(tmp_path):
-    from anatomy_kit.book.store import Store
+    from anatomy_kit.store import Store
 
     model = _tiny()
     train, cache = _batches(seed=2), evaluation.capture_prefix(model, _batches(seed=3))

@@ -11,6 +11,8 @@ import json
 import numpy as np
 import pytest
 
+from chapter_defaults import paper_fraction
+
 from anatomy_kit.book.runner import to_notebook
 from anatomy_kit.card.errors import WidthBudgetInfeasible
 from anatomy_kit.card.widths import suggest_widths, width_multiple
@@ -119,7 +121,8 @@ def test_defaults_agree_with_chapter_3s_defaults_cell():
     nb = to_notebook(ROOT / "notebooks" / "ch03_growth_training.md")
     cell = next(c.source for c in nb.cells if c.cell_type == "code" and "DEFAULTS = {" in c.source)
     node = next(n for n in ast.parse(cell).body if isinstance(n, ast.Assign) and n.targets[0].id == "DEFAULTS")
-    chapter = eval(compile(ast.Expression(node.value), "DEFAULTS", "eval"), {"dict": dict, "hour_preset": hour_preset})
+    chapter = eval(compile(ast.Expression(node.value), "DEFAULTS", "eval"), {"dict": dict, "hour_preset": hour_preset,
+                                                                            "PAPER_FRACTION": paper_fraction()})
     for scale, ours in decisions.CH03_DEFAULTS.items():
         d = ours.to_dict()
         assert {k: chapter[scale][k] for k in d if k != "source"} == {k: v for k, v in d.items() if k != "source"}

@@ -433,9 +433,9 @@ def test_grid_trains_the_key_rules_on_their_own_seeds(monkeypatch):
 
 
 def test_six_paired_seeds_let_the_exact_test_decide_alone():
-    """Chapter 5's key comparison: with 3 seeds the exact sign-flip test never reaches 0.05 (its
-    interval is unbounded), with 6 seeds of one sign it does (p = 2/64) and one seed of the other sign
-    leaves it undecided."""
+    """Chapter 5's key comparison: with 3 seeds the exact sign-flip test never reaches 0.05 (its smallest
+    attainable p, 2/2³ = 0.25, exceeds the level: the design cannot speak, "not comparable"), with 6 seeds
+    of one sign it does (p = 2/64) and one seed of the other sign leaves it undecided."""
     from anatomy_kit import stats
     from anatomy_kit.verdicts.rules import DifferenceSign
 
@@ -443,7 +443,7 @@ def test_six_paired_seeds_let_the_exact_test_decide_alone():
     three, six = [-0.03, -0.01, -0.02], [-0.03, -0.01, -0.02, -0.04, -0.005, -0.02]
     assert stats.sign_flip_test(three).p == 0.25 and stats.sign_flip_test(six).p == pytest.approx(2 / 64)
     rule = DifferenceSign(method="sign-flip")
-    assert rule.decide(three, ref).verdict == "not established"
+    assert rule.decide(three, ref).verdict == "not comparable"
     assert rule.decide(six, ref).verdict == "reproduced"
     assert rule.decide(six[:-1] + [0.001], ref).verdict == "not established"
     assert rule.decide([-x for x in six], ref).verdict == "not reproduced"

@@ -4,18 +4,15 @@ The verdicts themselves (claims, rules, nulls, the registry) are the project's c
 their own subpackage, :mod:`anatomy_kit.verdicts`; this one runs chapters and assembles the book.
 
 - :mod:`.run` – resolve a chapter's papermill parameters into a :class:`~.run.Run`; save its metrics;
-- :mod:`.store` – a resumable JSON store of finished results;
 - :mod:`.report` – every chapter's numbers beside the papers' (``report.json``, ``report.md``);
 - :mod:`.pages` – parts of the book's own pages computed at build time (a Sphinx extension);
 - :mod:`.chapters` – where the checkout is and its list of chapters (``notebooks/chapters.yaml``);
 - :mod:`.runner` – execute the chapters with papermill and build the HTML book; one shard of a grid;
-- :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``).
-
-Time and memory estimates of each chapter live with the model they count, in :mod:`anatomy_kit.lm.chapter_costs`
-(the FLOP and memory model: :mod:`anatomy_kit.lm.estimates`).
+- :mod:`.cli` – ``python -m anatomy_kit`` (``fetch-model``, ``reproduce``, ``book``, ``shard``);
+- :mod:`.chapter_costs` – each chapter's time and memory at full scale and at its hour preset, counted with
+  the one FLOP and memory model of :mod:`anatomy_kit.lm.estimates`.
 """
 
 from .run import DEVICES, SCALES, Run, resolve_run
-from .store import Store
 
-__all__ = ["DEVICES", "SCALES", "Run", "resolve_run", "Store"]
+__all__ = ["DEVICES", "SCALES", "Run", "resolve_run"]

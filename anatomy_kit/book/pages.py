@@ -6,7 +6,7 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``verdict_words.md`` — each verdict's badge and meaning (the intro's "How to read a verdict"),
 - ``verdict_glossary.md`` — a glossary entry per verdict word, from
   :data:`~anatomy_kit.verdicts.decision.VERDICT_MEANINGS`,
-- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.lm.chapter_costs`),
+- ``estimates_table.md`` — the running page's full-scale estimates (:mod:`anatomy_kit.book.chapter_costs`),
 - ``hour_table.md``, ``scales_table.md``, ``power_tables.md`` — the running page's hour presets
   (estimated), the three scales, and every chapter's power table from the build's smoke metrics
   (``build/metrics`` beside ``book/``; :mod:`.scales`),
@@ -176,7 +176,7 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
     ``build_dir`` holds the ``report.json`` and ``metrics/`` the pages read (None: ``build/`` beside
     ``book_dir``; parts whose inputs are missing say so)."""
     from ..jsonio import read_json
-    from ..lm.chapter_costs import hour_markdown_table, markdown_table
+    from .chapter_costs import hour_markdown_table, markdown_table
     from .scales import running_power_markdown, scales_markdown
 
     out = Path(book_dir) / GENERATED

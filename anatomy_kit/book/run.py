@@ -24,7 +24,7 @@ from typing import Any
 from ..environment import run_environment
 from ..jsonio import write_json
 from ..validate import AnatomyKitError, check_choice, check_int
-from .store import Store
+from ..store import Store
 
 SCALES = ("smoke", "hour", "full")
 DEVICES = ("auto", "cpu", "cuda")

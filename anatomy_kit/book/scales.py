@@ -62,7 +62,7 @@ def scales_markdown(build_dir: str | Path) -> str:
     """The running page's table of the three scales: time, hardware, data, claims each can decide
     (cumulative: what smoke decides, hour decides too), all computed."""
     from ..hour import HOUR_MINUTES, HOUR_PRESETS
-    from ..lm.chapter_costs import chapter_estimates, hour_estimates
+    from .chapter_costs import chapter_estimates, hour_estimates
     from ..lm.estimates import duration
     from .chapters import chapter_manifest
 

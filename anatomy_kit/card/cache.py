@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..book.store import Store
+from ..store import Store
 from ..jsonio import read_json
 from .errors import OutputFolderConflict
 from .schema import SCHEMA
@@ -46,7 +46,7 @@ def peak_rss_mb() -> float:
 
 
 class CardCache:
-    """The folder of one card's partial results: a :class:`~anatomy_kit.book.store.Store` and the finished card."""
+    """The folder of one card's partial results: a :class:`~anatomy_kit.store.Store` and the finished card."""
 
     def __init__(self, cache_dir: str | Path, key: str):
         self.folder = Path(cache_dir) / key

@@ -5,7 +5,7 @@ and what is accepted. :func:`check_request` runs, in order and without loading w
 
 - the settings (:meth:`.settings.CardSettings.validate`) and the ``--save-method`` (one of
   :data:`.suggest.PROPOSAL_METHODS`);
-- the model name (:func:`model_source`): a name that looks like a path (``./m``, ``/m``, ``~/m``,
+- the model name (:func:`.loading.model_source`): a name that looks like a path (``./m``, ``/m``, ``~/m``,
   ``a/b/c``, or ``a/b`` where a folder ``a`` exists here) but is no folder is
   :class:`~.errors.ModelNotFound` at once, never five hub retries;
 - the corpus argument (:func:`.text.corpus_kind`: a missing ``.txt``/``.jsonl`` file);
@@ -19,37 +19,13 @@ tokenizer alone, still before the weights load.
 
 from __future__ import annotations
 
-from pathlib import Path
 
-from ..hf.models import EMBEDDED_ALIASES, check_model_name
 from ..validate import AnatomyKitError, check_choice
-from .errors import ModelNotFound
+from .loading import check_architecture, model_config, model_source
 from .settings import CardSettings
 from .text import corpus_kind
 
-__all__ = ["looks_like_path", "model_source", "config_ffn_widths", "check_request"]
-
-
-def looks_like_path(name: str) -> bool:
-    """True when ``name`` can only be meant as a folder (module docstring)."""
-    if name.startswith(("./", "../", "/", "~", ".\\")) or name in (".", ".."):
-        return True
-    parts = Path(name).parts
-    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
-
-
-def model_source(name) -> str:
-    """``"embedded"``, ``"local"`` or ``"hub"`` for a model argument; a missing folder is :class:`ModelNotFound`."""
-    if isinstance(name, str) and name and name not in EMBEDDED_ALIASES:
-        path = Path(name).expanduser()
-        if looks_like_path(name) and not path.is_dir():
-            raise ModelNotFound(f"model={name!r} names a folder, but {path.absolute()} does not exist; give a "
-                                "folder holding config.json (save_pretrained output), 'embedded', or a hub id "
-                                "like 'HuggingFaceTB/SmolLM2-135M'")
-        if path.is_dir() and not (path / "config.json").is_file():
-            raise ModelNotFound(f"model={name!r}: the folder {path.absolute()} has no config.json; give a folder "
-                                "written by save_pretrained")
-    return check_model_name(name)
+__all__ = ["config_ffn_widths", "check_request"]
 
 
 def config_ffn_widths(config) -> list[int]:
@@ -66,7 +42,6 @@ def config_ffn_widths(config) -> list[int]:
 def check_request(name: str, *, corpus: str, settings: CardSettings, save_k: int | None = None,
                   save_method: str | None = None) -> tuple[object, CardSettings]:
     """``(config, settings with K resolved)`` after every check of the module docstring, loading no weights."""
-    from .loading import check_architecture, model_config
     from .suggest import PROPOSAL_METHODS
     from .widths import check_budget
 

@@ -29,15 +29,16 @@ from torch import nn
 from ..checksums import sha256_of
 from ..hf.evaluation import Batch, capture_prefix
 from ..hf.layers import decoder_layers, module_paths
-from ..hf.models import convert_embedded, resolve_device
+from ..hf.models import EMBEDDED_ALIASES, check_model_name, convert_embedded, resolve_device
 from ..jsonio import read_json
 from ..validate import AnatomyKitError
 from ..anatomy.blockwise import block_nll_from_layer
-from .errors import InsufficientMemory, LayerAccessMismatch, UnsupportedArchitecture
+from .errors import InsufficientMemory, LayerAccessMismatch, ModelNotFound, UnsupportedArchitecture
 from .settings import CardSettings, default_max_prune
 from .signals import max_offset
 
-__all__ = ["causal_lm_types", "model_config", "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
+__all__ = ["causal_lm_types", "looks_like_path", "model_source", "model_config",
+           "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
            "check_memory", "verify_layer_access", "model_location", "model_identity", "load_tokenizer"]
 
 _WEIGHT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
@@ -56,16 +57,36 @@ def _accepted() -> str:
     return f"decoder-only causal LMs; the {len(types)} model types accepted are: {', '.join(types)}"
 
 
+def looks_like_path(name: str) -> bool:
+    """True when ``name`` can only be meant as a folder (module docstring)."""
+    if name.startswith(("./", "../", "/", "~", ".\\")) or name in (".", ".."):
+        return True
+    parts = Path(name).parts
+    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+
+
+def model_source(name) -> str:
+    """``"embedded"``, ``"local"`` or ``"hub"`` for a model argument; a missing folder is :class:`ModelNotFound`."""
+    if isinstance(name, str) and name and name not in EMBEDDED_ALIASES:
+        path = Path(name).expanduser()
+        if looks_like_path(name) and not path.is_dir():
+            raise ModelNotFound(f"model={name!r} names a folder, but {path.absolute()} does not exist; give a "
+                                "folder holding config.json (save_pretrained output), 'embedded', or a hub id "
+                                "like 'HuggingFaceTB/SmolLM2-135M'")
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise ModelNotFound(f"model={name!r}: the folder {path.absolute()} has no config.json; give a folder "
+                                "written by save_pretrained")
+    return check_model_name(name)
+
+
 def model_config(name: str):
     """``(config, folder or hub id, source)`` of a model name, without loading weights.
 
     A folder whose ``config.json`` names a ``model_type`` unknown to ``transformers`` is
     :class:`UnsupportedArchitecture` listing the accepted types (before ``transformers`` fails on it); a missing folder is
-    :class:`~.errors.ModelNotFound` (:func:`.checks.model_source`).
+    :class:`~.errors.ModelNotFound` (:func:`model_source`).
     """
     from transformers import CONFIG_MAPPING, AutoConfig
-
-    from .checks import model_source
 
     source = model_source(name)
     where = convert_embedded() if source == "embedded" else Path(name).expanduser() if source == "local" else name

@@ -4,7 +4,8 @@ training (Growth Transformer training, chapter 3).
 Growth Transformer training (paper 1; chapter 3):
 
 - :mod:`.phases` – phased schedules (six phases named after embryonic development), their named
-  validation errors, the importance rule, the shuffled-order control, the layers × phases picture;
+  validation errors, the importance rule, the shuffled-order and edge-inward controls; :mod:`.schedule_figure` –
+  the layers × phases picture;
 - :mod:`.curriculum` – running a schedule through ``anatomy_kit.lm.train``, one resumable call per
   phase; cloning entering layers, re-initialising anti-layers;
 - :mod:`.cost` – trainable-layer-steps, a FLOP model that charges frozen layers their forward and

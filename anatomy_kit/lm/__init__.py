@@ -12,8 +12,8 @@
 - :mod:`.checkpoint` – checkpoints in safetensors + JSON (no pickle);
 - :mod:`.pool` – independent runs side by side in worker processes;
 - :mod:`.shards` – one machine's share of a grid of runs (``ANATOMY_KIT_SHARD="i/n"``);
-- :mod:`.estimates` – the one FLOP and memory model; :mod:`.chapter_costs` – each chapter's time and
-  memory at full scale and at its hour preset;
+- :mod:`.estimates` – the one FLOP and memory model (each chapter's workload on it:
+  :mod:`anatomy_kit.book.chapter_costs`);
 """
 
 from .model import LMConfig, PerLayerWidthLM, build_lm, param_count, training_flops

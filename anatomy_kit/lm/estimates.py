@@ -19,7 +19,7 @@ estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares 
 ``torch.cuda.max_memory_allocated``); replace the assumed throughput by a measured one
 (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
 turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
-:mod:`anatomy_kit.lm.chapter_costs` counts each chapter's dominant work with it, at full scale and
+:mod:`anatomy_kit.book.chapter_costs` counts each chapter's dominant work with it, at full scale and
 at the hour presets (the page on running).
 """
 

@@ -9,6 +9,7 @@
 - :mod:`.combine` – rules built from rules (``AllOf``, ``Precondition``), ``NotComparable`` and ``ByConstruction``;
 - :mod:`.decision` – the verdicts (with "mixed" and "holds by construction"), the combination table, the
   one-line summary and the near-threshold mark;
+- :mod:`.sets` – ``SetOverlap``, the rule for claims about a set of layers;
 - :mod:`.nulls` – the edge-structured chance null for layer sets and ranks;
 - :mod:`.registry` – every claim's rule as data, its fingerprint, and the registry of rules with their
   amendments (``data_manifest/rule_registry.yaml``) each claim is checked against (:mod:`.registry_cli`:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import read_json, write_json
-from ..validate import AnatomyKitError
+from .jsonio import read_json, write_json
+from .validate import AnatomyKitError
 
 __all__ = ["Store"]
 

@@ -7,8 +7,8 @@ Full scale's sizes are :data:`FULL_SIZES` (each chapter's ``defaults["full"]``);
 :data:`anatomy_kit.hour.HOUR_PRESETS` (``tests/test_estimates.py`` holds each to 60 minutes and
 80 GB). What is not FLOP-bound (chapter 4's geometry on the CPU, data loading) is left out.
 
-    python -m anatomy_kit.lm.chapter_costs            # full scale's table on the running page
-    python -m anatomy_kit.lm.chapter_costs --hour     # the hour presets' table
+    python -m anatomy_kit.book.chapter_costs            # full scale's table on the running page
+    python -m anatomy_kit.book.chapter_costs --hour     # the hour presets' table
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 
 from ..validate import AnatomyKitError, check_choice
-from .estimates import (ASSUMED_FLOPS, HUB_SHAPES, Estimate, ModelShape, duration, forward_flops, lm_shape,
+from ..lm.estimates import (ASSUMED_FLOPS, HUB_SHAPES, Estimate, ModelShape, duration, forward_flops, lm_shape,
                         pass_flops, preset_config, preset_shape, training_memory, width_solver_rules)
 
 __all__ = ["FULL_SIZES", "chapter_estimates", "hour_estimates", "hour_estimate", "hour_markdown_table",
