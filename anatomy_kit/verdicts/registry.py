@@ -94,10 +94,10 @@ def _value(x: Any) -> Any:
 @lru_cache(maxsize=None)
 def _rule_classes() -> dict[str, type]:
     """``{class name: class}`` of every rule class and of the dataclasses rules are declared with."""
-    from . import combine, equivalence, magnitude, rules
+    from . import combine, equivalence, magnitude, rules, sets
 
     out: dict[str, type] = {}
-    for module in (rules, combine, equivalence, magnitude):
+    for module in (rules, combine, equivalence, magnitude, sets):
         for name, obj in vars(module).items():
             # the rules and the data they are declared with (a Precondition's Condition)
             if isinstance(obj, type) and is_dataclass(obj) and obj.__module__ == module.__name__:
