@@ -317,3 +317,15 @@ def test_a_wrapper_declared_with_conditions_round_trips_and_fingerprints_as_its_
     assert REG.fingerprint(Wrapper(CORE, Condition("model", "x", 1.28e8), Condition("corpus", "y"))) != \
         REG.fingerprint(w)
     assert REG.fingerprint(Wrapper(IntervalBelow(0.0), *w.conditions)) != REG.fingerprint(w)
+
+
+def test_a_registered_rule_with_nothing_to_judge_on_this_run_is_not_comparable():
+    # registered: every layer's interval below 0; this run measured no layer (an empty mapping), which the
+    # rule refuses, so the registered verdict is "not comparable" and the amended rule still decides
+    registered, amended = IntervalBelow(0.0), IntervalBelow(0.0, method="t")
+    reg = _registry({"p1.anti_layers": (registered, [_amendment(amended, statistic_changed=True)])})
+    with pytest.raises(AnatomyKitError):
+        registered.decide({}, {"value": 0})
+    c = Claim("p1.anti_layers", [-1.0, -2.0, -1.5], amended, registered_ours={}, registry=reg)
+    assert c.registered_verdict == "not comparable" and "cannot be decided on this run's data" in c.registered_reason
+    assert c.amended_verdict == "reproduced" and c.verdict == "not comparable" and c.standing == "registered"

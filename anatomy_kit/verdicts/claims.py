@@ -140,7 +140,7 @@ class Claim:
                         "the registered rule too")
                 registered_ours = self.registered_ours
             registered_rule = found.registered_rule()
-            registered, amended = _decide(registered_rule, registered_ours, ref), decision
+            registered, amended = _decide_registered(registered_rule, registered_ours, ref), decision
             which = standing(registered.verdict, amended.verdict)
             if which == "registered":
                 decision, rule = registered, registered_rule
@@ -205,6 +205,16 @@ def _decide(rule: Any, ours: Any, reference: Mapping) -> Decision:
     if not isinstance(decision, Decision):
         raise AnatomyKitError(f"{type(rule).__name__}.decide must return a Decision")
     return decision
+
+
+def _decide_registered(rule: Any, ours: Any, reference: Mapping) -> Decision:
+    """The registered rule's decision on this run's statistic; "not comparable" (with why) when this run holds
+    nothing that rule can judge (e.g. no part measured: an empty mapping), so an amendment never hides it."""
+    try:
+        return _decide(rule, ours, reference)
+    except AnatomyKitError as err:
+        why = f"the registered rule cannot be decided on this run's data ({err})"
+        return Decision("not comparable", why, summary=shorten(why))
 
 
 def _amendment(found: Match | None) -> dict | None:
