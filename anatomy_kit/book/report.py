@@ -201,11 +201,10 @@ def _registry_html(claims: list[dict]) -> str:
     tested = [c for c in positive if (c.get("holm") or {}).get("p") is not None]
     survive = sum(bool(c["holm"].get("survives")) for c in tested)
     text = (f"<strong>{len(amended)}</strong> of {len(claims)} claims judged under an amended rule "
-            f"(both verdicts under each row{': ' + escape(_shortlist(amended, 4)) if amended else ''}); "
-            f"{status.count('not judged')} not judged under their registered rule (the run cannot speak). "
-            f"<strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them that "
-            f"rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper at "
-            f"α = {HOLM_ALPHA:g} ({len(positive) - len(tested)} rest on no test: a band or a magnitude).")
+            f"(both verdicts under each row); {status.count('not judged')} not judged under their registered "
+            f"rule. <strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them "
+            f"that rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper "
+            f"(α = {HOLM_ALPHA:g}).")
     return f'<p class="ak-registry">{text}</p>'
 
 
