@@ -121,17 +121,23 @@ def guarded(standin_env, tmp_path):
 @pytest.mark.whole_run
 @pytest.mark.parametrize("chapter", sorted(FULL_PATH))
 def test_chapter_runs_its_full_path_on_stand_ins(chapter, guarded, tmp_path):
+    doc = _run_on_stand_ins(chapter, "full", guarded, tmp_path)
+    assert doc["run"]["scale"] == "full"
+    assert (tmp_path / "ipython" / device_guard.STAMP).exists(), "the device guard did not start in the kernel"
+
+
+def _run_on_stand_ins(chapter: str, scale: str, environ: dict, build_dir: Path) -> dict:
+    """Execute ``chapter`` at ``scale`` on the CPU with its size parameters of :data:`FULL_PATH` and the
+    kernel variables ``environ``; return its metrics (and print how long it took)."""
     from anatomy_kit.book.chapters import chapter_manifest
     from anatomy_kit.book.runner import execute_chapter
 
     entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
     start = time.time()
-    execute_chapter(entry, scale="full", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
-                    root=ROOT, environ=guarded)
-    doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
-    assert doc["run"]["scale"] == "full"
-    assert (tmp_path / "ipython" / device_guard.STAMP).exists(), "the device guard did not start in the kernel"
-    print(f"{chapter} full path on stand-ins: {time.time() - start:.0f} s")
+    execute_chapter(entry, scale=scale, device="cpu", build_dir=build_dir, book_dir=None, params=FULL_PATH[chapter],
+                    root=ROOT, environ=environ)
+    print(f"{chapter} {scale} path on stand-ins: {time.time() - start:.0f} s")
+    return json.loads((build_dir / "metrics" / f"{chapter}.json").read_text())
 
 
 #: The hour presets (:mod:`anatomy_kit.hour`) on the same stand-ins with the same shrinking parameters, for
@@ -159,14 +165,7 @@ def test_the_other_chapters_hour_path_is_their_full_path_on_stand_ins():
 @pytest.mark.whole_run
 @pytest.mark.parametrize("chapter", HOUR_PATH)
 def test_chapter_runs_its_hour_path_on_stand_ins(chapter, standin_env, tmp_path):
-    from anatomy_kit.book.chapters import chapter_manifest
-    from anatomy_kit.book.runner import execute_chapter
     from anatomy_kit.hour import HOUR_PRESETS
 
-    entry = next(c for c in chapter_manifest(ROOT) if c["id"] == chapter)
-    start = time.time()
-    execute_chapter(entry, scale="hour", device="cpu", build_dir=tmp_path, book_dir=None, params=FULL_PATH[chapter],
-                    root=ROOT, environ=standin_env)
-    doc = json.loads((tmp_path / "metrics" / f"{chapter}.json").read_text())
+    doc = _run_on_stand_ins(chapter, "hour", standin_env, tmp_path)
     assert doc["run"]["scale"] == "hour" and doc["run"]["model"] == HOUR_PRESETS[chapter]["model"]
-    print(f"{chapter} hour path on stand-ins: {time.time() - start:.0f} s")

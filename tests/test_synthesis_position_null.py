@@ -4,14 +4,11 @@ each edge layer judged alone against its model's layers, and signals that are on
 merged into one part. Expected values are worked by hand; the pruned perplexities come from an
 independent forward of the tiny model with the layers deleted (tests/test_card_pruning.py's rebuild)."""
 
-import json
 import math
 
 import numpy as np
 import pytest
 
-from anatomy_kit.card.text import card_text
-from anatomy_kit.hf.evaluation import make_batches
 from anatomy_kit.synthesis import agreement as agreement_mod
 from anatomy_kit.synthesis import depth as depth_mod
 from anatomy_kit.synthesis import pruning as pruning_mod
@@ -21,7 +18,7 @@ from anatomy_kit.verdicts.rules import BeyondNull
 from conftest import f32_forward_rtol, f32_sum_rtol
 from test_card_architectures import corpus, tok  # noqa: F401 (module fixtures, shared)
 from test_card_pruning import own_mean_nll, rebuilt
-from test_synthesis_signals import _table, built  # noqa: F401 (module fixture, shared)
+from test_synthesis_signals import _table, built, card_eval_batches, card_progress  # noqa: F401 (fixture)
 
 
 @pytest.mark.parametrize("n, share, expected", [(30, 0.1, range(3, 27)), (10, 0.1, range(1, 9)),
@@ -58,12 +55,8 @@ def test_measured_interior_sets_come_first_and_edge_sets_never():
 
 def test_the_position_null_measures_interior_sets_and_reuses_the_store(built, tok, corpus):
     model, report, cache = built
-    s = report.doc["settings"]
-    text = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
-    batches = make_batches(text.eval_blocks, s["batch_size"])
-    store = dict(pruning_mod.card_measurements(json.loads((cache / report.doc["key"] / "progress.json")
-                                                          .read_text())))
+    text, batches = card_eval_batches(report, tok, corpus)
+    store = dict(pruning_mod.card_measurements(card_progress(report, cache)))
     test = pruning_mod.decisive_test(model, batches, _table(report).values(), max_k=2, n_random=5, seed=0,
                                      store=store)
     nulls = pruning_mod.position_null(model, batches, test, ["skip", "Block Influence"], k=2, n_sets=99,

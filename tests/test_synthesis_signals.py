@@ -158,13 +158,23 @@ def test_one_shot_and_random_set_null():
     assert exact.p == pytest.approx(2 / 4)
 
 
-def test_decisive_test_measures_the_pruned_models_and_reuses_the_cards_sets(built, tok, corpus):
-    model, report, cache = built
+def card_eval_batches(report, tok, corpus) -> tuple:
+    """``(text, evaluation batches)`` of a built card, cut from the same corpus with the card's own settings."""
     s = report.doc["settings"]
     text = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
                      n_calibration=s["calibration_tokens"] // s["block_size"])
-    batches = make_batches(text.eval_blocks, s["batch_size"])
-    progress = json.loads((cache / report.doc["key"] / "progress.json").read_text())
+    return text, make_batches(text.eval_blocks, s["batch_size"])
+
+
+def card_progress(report, cache) -> dict:
+    """The card's saved partial results (``progress.json`` in its cache folder)."""
+    return json.loads((cache / report.doc["key"] / "progress.json").read_text())
+
+
+def test_decisive_test_measures_the_pruned_models_and_reuses_the_cards_sets(built, tok, corpus):
+    model, report, cache = built
+    text, batches = card_eval_batches(report, tok, corpus)
+    progress = card_progress(report, cache)
     known = pruning_mod.card_measurements(progress)
     assert set(map(str, range(6))) <= set(known)            # the card's skip sweep: every single layer
     store = dict(known)

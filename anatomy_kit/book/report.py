@@ -196,11 +196,10 @@ def _registry_html(claims: list[dict]) -> str:
     """One line: how many claims were judged under an amended rule, how many not under their registered rule,
     and how many positive verdicts survive Holm's correction within their paper."""
     status = [(c.get("registry") or {}).get("status") for c in claims]
-    amended = [claim_row(c).label for c, s in zip(claims, status) if s == "amended"]
     positive = [c for c in claims if c["verdict"] in _HOLDS]
     tested = [c for c in positive if (c.get("holm") or {}).get("p") is not None]
     survive = sum(bool(c["holm"].get("survives")) for c in tested)
-    text = (f"<strong>{len(amended)}</strong> of {len(claims)} claims judged under an amended rule "
+    text = (f"<strong>{status.count('amended')}</strong> of {len(claims)} claims judged under an amended rule "
             f"(both verdicts under each row); {status.count('not judged')} not judged under their registered "
             f"rule. <strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them "
             f"that rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper "
