@@ -53,7 +53,7 @@ class CardSettings:
     is recorded beside it.
     """
 
-    tokens: int = 2048
+    tokens: int = 1024
     block_size: int = 128
     batch_size: int = 4
     calibration_tokens: int = 1024
