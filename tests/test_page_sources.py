@@ -214,12 +214,7 @@ def typed_numbers(markdown: str) -> list[str]:
             for m in NUMBER.finditer(line) if m.group("typed")]
 
 
-@pytest.mark.parametrize("page", [
-    "book/intro.md", "README.md",
-    pytest.param("book/running.md", marks=pytest.mark.xfail(
-        strict=False, reason="its throughput, memory and determinism numbers move to book/_generated/ with the "
-                             "rewrite of the page under issue 27")),
-])
+@pytest.mark.parametrize("page", ["book/intro.md", "README.md", "book/running.md"])
 def test_prose_pages_type_no_number(page):
     typed = typed_numbers((ROOT / page).read_text())
     assert not typed, (f"{page}: numbers typed into prose (write them through anatomy_kit/book/pages.py into "

@@ -14,6 +14,8 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
   seeds behind the seed-paired ones, read from ``build/report.json``,
 - ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
   planned passes (:mod:`anatomy_kit.card.cost`) and the FLOP model (:mod:`anatomy_kit.lm.estimates`),
+- ``hour_scope.md``, ``scale_rule.md``, ``near_threshold.md``, ``estimate_assumptions.md`` — the
+  running page's paragraphs that state the kit's constants (:mod:`.running_text`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
   (the glossary's picture of Vietoris–Rips, H1 and persistence).
 
@@ -177,6 +179,7 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
     ``book_dir``; parts whose inputs are missing say so)."""
     from ..jsonio import read_json
     from .chapter_costs import hour_markdown_table, markdown_table
+    from .running_text import RUNNING_PARTS
     from .scales import running_power_markdown, scales_markdown
 
     out = Path(book_dir) / GENERATED
@@ -187,7 +190,8 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
     texts = {"verdict_words.md": verdict_words_markdown(), "verdict_glossary.md": verdict_glossary_markdown(),
              "estimates_table.md": markdown_table() + "\n", "hour_table.md": hour_markdown_table() + "\n",
              "scales_table.md": scales_markdown(build), "power_tables.md": running_power_markdown(build),
-             "build_verdicts.md": build_verdicts_markdown(report), "card_guidance.md": card_guidance_markdown()}
+             "build_verdicts.md": build_verdicts_markdown(report), "card_guidance.md": card_guidance_markdown(),
+             **{name: part() for name, part in RUNNING_PARTS.items()}}
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")

@@ -29,13 +29,19 @@ from dataclasses import dataclass
 
 from ..validate import AnatomyKitError, check_choice, check_int
 
-__all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_FLOPS", "Estimate", "forward_flops", "training_memory",
+__all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_SHARE", "ASSUMED_FLOPS", "ADAMW_STATE_BYTES", "AUTOCAST_COPY_BYTES", "Estimate", "forward_flops", "training_memory",
            "activation_bytes", "MemoryPlan", "choose_micro_batch", "duration", "width_solver_rules",
            "width_solver_runs", "pass_flops", "preset_config", "preset_shape", "lm_shape"]
 
 H100_BF16, H100_FP32 = 989e12, 67e12      # dense peaks, NVIDIA H100 SXM data sheet
+#: assumed share of the reference GPU's data-sheet peak that each kind of work sustains
+ASSUMED_SHARE = {"train-bf16": 0.40, "eval-fp32": 0.50, "train-fp32": 0.50}
 #: assumed sustained FLOP/s of the reference GPU, by kind of work
-ASSUMED_FLOPS = {"train-bf16": 0.40 * H100_BF16, "eval-fp32": 0.50 * H100_FP32, "train-fp32": 0.50 * H100_FP32}
+ASSUMED_FLOPS = {kind: share * (H100_BF16 if kind.endswith("bf16") else H100_FP32)
+                 for kind, share in ASSUMED_SHARE.items()}
+#: bytes per trained parameter: float32 weights, gradients and two AdamW moments; bf16 autocast's
+#: cached weight copies add :data:`AUTOCAST_COPY_BYTES`
+ADAMW_STATE_BYTES, AUTOCAST_COPY_BYTES = 16, 2
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,7 @@ def training_memory(m: ModelShape, seq_len: int, batch: int, *, checkpointing: b
     check_int("seq_len", seq_len, minimum=1)
     check_int("batch", batch, minimum=1)
     a = 2 if check_choice("precision", precision, ("bf16", "fp32")) == "bf16" else 4
-    states = (18 if precision == "bf16" else 16) * m.params
+    states = (ADAMW_STATE_BYTES + (AUTOCAST_COPY_BYTES if precision == "bf16" else 0)) * m.params
     layer = activation_bytes(m, precision)
     layers = (m.n_layers * 4 * m.d_model + layer) if checkpointing else m.n_layers * layer
     head = m.norm_bytes() + a * m.d_model + 12 * m.vocab
