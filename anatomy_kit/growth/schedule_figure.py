@@ -46,7 +46,7 @@ def draw_schedule(schedule: GrowthSchedule, ax=None, *, title: str | None = None
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    ax = ax or plt.subplots(figsize=(7.5, 4))[1]
     edges = [ph.start for ph in schedule.phases] + [schedule.budget_steps]
     ax.pcolormesh(edges, np.arange(schedule.n_layers + 1) - 0.5, schedule_matrix(schedule),
                   cmap=ListedColormap([CELL_COLOURS[c] for c in sorted(CELL_COLOURS)]), vmin=-0.5, vmax=4.5,
@@ -61,7 +61,7 @@ def draw_schedule(schedule: GrowthSchedule, ax=None, *, title: str | None = None
     ax.set_ylabel("decoder layer")
     ax.set_ylim(-0.5, schedule.n_layers + (1.2 if rotation else 0.7))
     if legend:
-        ax.legend(handles=legend_handles(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(handles=legend_handles(), fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title, fontsize=9)
     return ax
