@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,9 @@ def child(mode: str, threads: int, tokens: int | None, keep: str | None = None) 
     torch.set_num_threads(threads)
     settings = CardSettings(quick=mode == "quick", **({"tokens": tokens} if tokens else {}))
     wall, cpu = time.perf_counter(), time.process_time()
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = os.path.join(keep, f"cache-{mode}") if keep else scratch     # kept: a later card reuses it
+        shutil.rmtree(cache, ignore_errors=True)                               # always measured from empty
         card = build_card("embedded", settings=settings, device="cpu", cache_dir=cache, progress=False)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if keep:
@@ -100,7 +103,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=None, help="evaluation tokens (default: the card's default)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--keep", default=None, help="a folder to keep each measured card in (card-<mode>.json)")
+    ap.add_argument("--keep", default=None, help="a folder to keep each measured card in (card-<mode>.json) and "
+                                                  "its cache (cache-<mode>/, which `card --cache` reuses)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

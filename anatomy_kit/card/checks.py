@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..validate import AnatomyKitError, check_choice
 from .loading import check_architecture, model_config, model_source
-from .settings import CardSettings
+from .settings import MAX_PRUNE_CAP, CardSettings
 from .text import corpus_kind
 
 __all__ = ["config_ffn_widths", "check_request"]
@@ -55,7 +55,7 @@ def check_request(name: str, *, corpus: str, settings: CardSettings, save_k: int
     widths = config_ffn_widths(config)
     resolved = settings.resolved(len(widths))
     if save_k is not None and save_k > resolved.max_prune:
-        given = "-K" if settings.max_prune is not None else "the default K = L // 4, at most 5,"
+        given = "-K" if settings.max_prune is not None else f"the default K = L // 4, at most {MAX_PRUNE_CAP},"
         raise AnatomyKitError(f"--save-pruned {save_k}: the card measures pruned sets of 1..{resolved.max_prune} "
                               f"layers ({given} {resolved.max_prune} for {len(widths)} layers); give K ≤ "
                               f"{resolved.max_prune} or -K {save_k}")

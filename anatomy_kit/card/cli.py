@@ -14,7 +14,7 @@ import numpy as np
 from pathlib import Path
 
 from ..validate import AnatomyKitError
-from .settings import DTYPES, CardSettings
+from .settings import DTYPES, MAX_PRUNE_CAP, CardSettings
 from .signals import SIGNAL_DEFINITIONS
 
 __all__ = ["add_card_parser", "run_card", "parse_budget", "save_pruned_k"]
@@ -51,7 +51,7 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"blocks per pass (default {d.batch_size})")
     p.add_argument("--calibration-tokens", type=int, default=d.calibration_tokens,
                    help=f"tokens greedy removal chooses on (default {d.calibration_tokens})")
-    p.add_argument("-K", "--max-prune", type=int, default=None, help="prune k = 1..K layers (default L // 4, at most 5)")
+    p.add_argument("-K", "--max-prune", type=int, default=None, help=f"prune k = 1..K layers (default L // 4, at most {MAX_PRUNE_CAP})")
     p.add_argument("--random", type=int, default=d.n_random, help=f"random k-sets per k (default {d.n_random})")
     p.add_argument("--geometry-tokens", type=int, default=d.geometry_tokens,
                    help=f"tokens of the geometric-work clouds (default {d.geometry_tokens})")

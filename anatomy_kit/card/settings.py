@@ -14,14 +14,20 @@ from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .errors import PruneDepthTooLarge
 from .signals import SIGNAL_DEFINITIONS
 
-__all__ = ["CardSettings", "DTYPES", "default_max_prune", "torch_dtype"]
+__all__ = ["CardSettings", "DTYPES", "MAX_PRUNE_CAP", "default_max_prune", "torch_dtype"]
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+#: the largest default K: each k costs a greedy step on the calibration text (twice more on its halves) and
+#: 2 × ``n_random`` random sets, so K = 4 keeps the default card on SmolLM2-135M within 10 minutes on 2 cores
+MAX_PRUNE_CAP = 4
+
+
 def default_max_prune(n_layers: int) -> int:
-    """K when none is given: a quarter of the layers (ShortGPT's and PruneMe's range), at most 5, at least 1."""
-    return max(1, min(5, n_layers // 4))
+    """K when none is given: a quarter of the layers (ShortGPT's and PruneMe's range), at most
+    :data:`MAX_PRUNE_CAP`, at least 1."""
+    return max(1, min(MAX_PRUNE_CAP, n_layers // 4))
 
 
 def torch_dtype(name: str):
@@ -56,7 +62,7 @@ class CardSettings:
     tokens: int = 1024
     block_size: int = 128
     batch_size: int = 4
-    calibration_tokens: int = 1024
+    calibration_tokens: int = 512
     max_prune: int | None = None
     n_random: int = 19
     geometry_tokens: int = 128
