@@ -244,10 +244,6 @@ def raw_table_markup(blocks: list[str]) -> list[str]:
 
 #: The smallest text a figure may show, in CSS points (1 pt = 4/3 CSS px) at its rendered size.
 MIN_FIGURE_TEXT_PT = 9.0
-#: Chapters whose figures are not redrawn for :data:`MIN_FIGURE_TEXT_PT` yet (the card's are redrawn
-#: under issue 28 item 9): their figure-text check is expected to fail until then.
-FIGURE_TEXT_PENDING = {"ch01_ablation_map", "ch02_anatomy_weights", "ch03_growth_training", "ch04_geometric_work",
-                       "ch05_width_solver", "ch06_width_growth", "card_report"}
 #: A font size written in a plotting call: ``fontsize=8``, ``labelsize="small"``, ``size=7``.
 FONT_SIZE = re.compile(r"\b(?:fontsize|labelsize|size)\s*=\s*(?:([0-9]+(?:\.[0-9]*)?)|[\"']([a-z-]+)[\"'])")
 #: matplotlib's default ``font.size`` (tick labels and legends use it as "medium") and its named
@@ -361,9 +357,7 @@ OUTPUT_FIGURES = r"""() => Array.from(document.querySelectorAll('article.bd-arti
     .map(i => [i.getBoundingClientRect().width, i.naturalWidth])"""
 
 
-@pytest.mark.parametrize("chapter", [pytest.param(i, id=i, marks=pending(i) + (
-    [pytest.mark.xfail(strict=False, reason="figures not redrawn for 9-pt text yet")] if i in FIGURE_TEXT_PENDING
-    else [])) for i in IDS])
+@pytest.mark.parametrize("chapter", [pytest.param(i, id=i, marks=pending(i)) for i in IDS])
 def test_figure_text_is_readable_at_its_rendered_size(browser, chapter):
     """Prints every figure's smallest text as shown; fails below :data:`MIN_FIGURE_TEXT_PT`."""
     executed = ROOT / "book" / "chapters" / f"{chapter}.ipynb"
@@ -410,22 +404,10 @@ UNFOLDED = r"""() => {
 }"""
 #: The learner's path (issue 29 item 8): at most this many unfolded words per chapter.
 UNFOLDED_WORD_TARGET = 2_500
-#: Chapters whose prose is not folded yet (derivations, claim details and "beside the paper" text
-#: into dropdowns): expected to exceed the target until that round is done.
-UNFOLDED_PENDING = {"ch01_ablation_map", "ch02_anatomy_weights", "ch03_growth_training", "ch04_geometric_work",
-                    "ch05_width_solver", "ch06_width_growth", "card_report", "ch07_synthesis"}
 
 
-def _reading_params():
-    out = []
-    for name, path, marks in [(p.id, p.values[0], list(p.marks)) for p in _page_params()]:
-        if name in UNFOLDED_PENDING:
-            marks = marks + [pytest.mark.xfail(strict=False, reason="prose not folded yet (issue 29 item 8)")]
-        out.append(pytest.param(name, path, id=name, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize(("name", "path"), _reading_params())
+@pytest.mark.parametrize(("name", "path"), [pytest.param(p.id, p.values[0], id=p.id, marks=p.marks)
+                                            for p in _page_params()])
 def test_reading_cost_unfolded_words_and_page_height(browser, name, path):
     """Prints ``reading <page>: N unfolded words (of M), H px tall (S screens)``; run with -s to read
     every page's. A chapter's unfolded words stay within :data:`UNFOLDED_WORD_TARGET`."""
