@@ -101,8 +101,8 @@ def card_guidance_markdown() -> str:
     settings = CardSettings().validate()
     low, high = CARD_GUIDANCE_PARAMS
     rate = ASSUMED_FLOPS["eval-fp32"]
-    rows = ["| model | layers | K | parameters | FLOPs, whole card | time, float32 (estimate) "
-            "| weights, float32 / bfloat16 |", "|---|---|---|---|---|---|---|"]
+    rows = ["| model | layers | K | parameters | FLOPs | time (estimate) | weights fp32 / bf16 |",
+            "|---|---|---|---|---|---|---|"]
     for name, shape in sorted(HUB_SHAPES.items(), key=lambda item: item[1].params):
         if not low <= shape.params <= high:
             continue
@@ -113,7 +113,8 @@ def card_guidance_markdown() -> str:
                     f"| {flops:.1e} | {f'{seconds:.0f} s' if seconds < 120 else duration(seconds / 3600)} "
                     f"| {shape.params * 4 / 1e9:.0f} GB / "
                     f"{shape.params * 2 / 1e9:.0f} GB |")
-    return ("\n".join(rows) + f"\n\nAt the command's defaults ({settings.tokens:,} evaluation tokens in blocks of "
+    return ("\n".join(rows) + "\n\nFLOPs and time are the whole card's; the weights' memory is in float32 (fp32) and "
+            f"bfloat16 (bf16). At the command's defaults ({settings.tokens:,} evaluation tokens in blocks of "
             f"{settings.block_size}, {settings.calibration_tokens:,} calibration tokens, the default K, "
             f"{settings.n_random} random sets per k), on one GPU at an *assumed* "
             f"{rate / 1e12:.1f} TFLOP/s in float32 (the running page's reference GPU). The geometric-work stage's "
