@@ -90,6 +90,9 @@ def test_rank_from_intervals():
     assert r1.verdict == "not established" and "rank 1–2 of 28" in r1.reason
     assert RankAtMost(2, item=11, alpha=0.1).decide(overlapping, L11).verdict == "reproduced"
     assert "layer 11: our rank 1–2 of 28, top 1 claimed" in r1.summary
+    # the one-line why says what keeps a small chance p from deciding: the straddle of k
+    assert "the intervals allow ranks past 1" in r1.summary and "p = 0.036" in r1.summary    # 1/28
+    assert "allow ranks past" not in sure.summary and "chance p = 0.071" in sure.summary      # 2/28
 
 
 def test_rank_from_points_and_a_plain_rank():

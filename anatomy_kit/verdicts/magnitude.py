@@ -153,8 +153,14 @@ class RankAtMost:
         if verdict == "reproduced" and chance > self.alpha:
             verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
         near = near or (verdict != "not reproduced" and p_near_alpha(chance, self.alpha))
+        if verdict == "not established" and best <= self.k < worst:      # the intervals straddle k
+            why = f"the intervals allow ranks past {self.k} (chance {format_p(chance)})"
+        elif verdict == "not established":
+            why = f"no better than chance ({format_p(chance)} > {self.alpha:g})"
+        else:
+            why = f"chance {format_p(chance)}"
         return Decision(verdict, reason, summary=shorten(f"{self._name()}: our {where} of {n}, top {self.k} claimed; "
-                                                         f"chance {format_p(chance)}"), near_threshold=near,
+                                                         + why), near_threshold=near,
                         shown=f"{where} of {n}", p=chance)
 
     def _ranks(self, ours: Any) -> tuple[int, int, int, str, bool]:
