@@ -74,8 +74,8 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
                    help="save the model without greedy's K-set as a Hugging Face folder")
     p.add_argument("--save-method", default="greedy", help="whose K-set --save-pruned removes (default greedy)")
     p.add_argument("--heal", type=int, default=None, metavar="STEPS",
-                   help="fine-tune each recommended pruned model STEPS AdamW steps on the calibration text and "
-                        "measure how much of its perplexity gap closes (writes heal.json)")
+                   help="fine-tune each recommended pruned model STEPS AdamW steps on fresh text of the calibration half "
+                        "(never evaluation documents) and measure how much of its perplexity gap closes (heal.json)")
     p.add_argument("--lm-eval", default=None, metavar="TASKS",
                    help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned folder "
                         "(needs the lm-eval package; the card's own perplexity task is card_ppl_<key>)")
@@ -215,23 +215,24 @@ def _heal(args, card, out: Path, lines: list) -> None:
     from ..hf.evaluation import make_batches
     from ..hf.models import load_model
     from ..jsonio import write_json
-    from .heal import block_nll, heal_pruned
+    from .heal import block_nll, heal_blocks, heal_pruned
     from .settings import torch_dtype
     from .text import card_text
 
     s = card.doc["settings"]
     loaded = load_model(args.model, device=args.device, dtype=torch_dtype(s["dtype"]))
-    text = card_text(loaded.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    sizes = dict(block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                 n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = card_text(loaded.tokenizer, args.corpus, **sizes)
+    train, trained_on = heal_blocks(loaded.tokenizer, args.corpus, **sizes, steps=args.heal, batch_size=s["batch_size"])
     dev = next(loaded.model.parameters()).device
-    evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(text.calibration_blocks,
-                                                                                      s["batch_size"], dev)
+    evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(train, s["batch_size"], dev)
     base = block_nll(loaded.model, evals)                 # the intact model's, on the same blocks
     n = np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).numpy() for b in evals]).astype(float)
     results = {}
     for k, e in sorted(card.doc["pruning"]["recommended"].items(), key=lambda kv: int(kv[0])):
         h = heal_pruned(loaded.model, e["layers"], calib, evals, steps=args.heal, base_rows=base, n_targets=n,
-                        seed=s["seed"], confidence=s["confidence"])
+                        seed=s["seed"], confidence=s["confidence"], trained_on=trained_on)
         results[k] = h
         g, v = h["gap_closed"], h["vs_intact"]
         lines.append(f"healed k={k} {e['layers']} with {args.heal} steps: PPL {h['ppl_pruned']:.4g} → "
