@@ -277,3 +277,11 @@ def test_healing_trains_on_fresh_calibration_half_blocks_never_on_evaluation_tex
     have = text.available_calibration
     many, said = heal_blocks(tok, corpus, **sizes, steps=have, batch_size=2)           # asks for 2 × what exists
     assert many.shape[0] == have and f"repeated after {have // 2} steps" in said
+
+
+def test_a_healed_model_better_than_the_intact_one_is_read_as_adaptation_not_repair():
+    from anatomy_kit.card.heal import BEYOND_INTACT, heal_reading
+
+    assert heal_reading(-15.05) == BEYOND_INTACT          # the embedded model at k = 3: wholly below 0
+    assert heal_reading(0.0) is None                      # touching 0
+    assert heal_reading(4.2) is None                      # straddling or above 0

@@ -238,7 +238,7 @@ def _heal(args, card, out: Path, lines: list) -> None:
         lines.append(f"healed k={k} {e['layers']} with {args.heal} steps: PPL {h['ppl_pruned']:.4g} → "
                      f"{h['ppl_healed']:.4g} (intact {card.baseline_ppl:.4g}; healed vs intact {v['delta_pct']:+.1f} % "
                      f"[{v['low']:+.1f}, {v['high']:+.1f}]); gap closed {100 * g['share']:.0f} % "
-                     f"[{100 * g['low']:.0f}, {100 * g['high']:.0f}]")
+                     f"[{100 * g['low']:.0f}, {100 * g['high']:.0f}]" + (f"; {h['reading']}" if h["reading"] else ""))
     write_json(out / "heal.json", {"steps": args.heal, "layer_index_base": 0, "by_k": results})
 
 

@@ -31,7 +31,18 @@ from ..hf.evaluation import Batch, capture_prefix
 from ..validate import check_int, check_positive
 from .pruning import pruned
 
-__all__ = ["block_nll", "heal_blocks", "heal_pruned"]
+__all__ = ["block_nll", "heal_blocks", "heal_pruned", "heal_reading"]
+
+#: what "gap closed" means when the healed model beats the untuned intact model
+BEYOND_INTACT = ("the healed model is better than the intact one: the fine-tune also adapts the model to this text, "
+                 "so the share of the gap closed is not the pruning's alone (compare with the intact model "
+                 "fine-tuned the same way)")
+
+
+def heal_reading(vs_intact_high: float) -> str | None:
+    """A warning for the card when the healed model's whole ΔPPL interval against the untuned intact model lies
+    below 0 (``vs_intact_high`` < 0, in %); ``None`` otherwise (an interval touching or straddling 0 is silent)."""
+    return BEYOND_INTACT if vs_intact_high < 0 else None
 
 
 def heal_blocks(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibration: int, steps: int,
@@ -94,4 +105,5 @@ def heal_pruned(model: nn.Module, drop: Sequence[int], calibration: list[Batch],
             "ppl_pruned": run.curve[0], "ppl_healed": run.curve[-1], "curve": run.curve,
             "vs_intact": {"delta_pct": vs_intact.mean, "low": vs_intact.low, "high": vs_intact.high},
             "vs_pruned": {"delta_pct": vs_pruned.mean, "low": vs_pruned.low, "high": vs_pruned.high},
-            "gap_closed": {"share": closed[0], "low": closed[1], "high": closed[2]}}
+            "gap_closed": {"share": closed[0], "low": closed[1], "high": closed[2]},
+            "reading": heal_reading(vs_intact.high)}
