@@ -267,15 +267,14 @@ def test_healing_trains_on_fresh_calibration_half_blocks_never_on_evaluation_tex
     half holds takes all of it and says the steps repeat; no training block is an evaluation block."""
     from anatomy_kit.card.heal import heal_blocks
 
-    sizes = dict(block_size=32, n_eval=4, n_calibration=2)
-    text = card_text(tok, corpus, **sizes)
-    blocks, what = heal_blocks(tok, corpus, **sizes, steps=3, batch_size=2)
+    text = card_text(tok, corpus, block_size=32, n_eval=4, n_calibration=2)
+    blocks, what = heal_blocks(tok, text, steps=3, batch_size=2)
     assert blocks.shape == (6, 32) and "each step a fresh batch" in what and "6 blocks" in what
     evals = {tuple(b.tolist()) for b in text.eval_blocks}
     assert not evals & {tuple(b.tolist()) for b in blocks}
-    assert heal_blocks(tok, corpus, **sizes, steps=1, batch_size=1)[0].shape[0] == 2   # never fewer than the card's
+    assert heal_blocks(tok, text, steps=1, batch_size=1)[0].shape[0] == 2              # never fewer than the card's
     have = text.available_calibration
-    many, said = heal_blocks(tok, corpus, **sizes, steps=have, batch_size=2)           # asks for 2 × what exists
+    many, said = heal_blocks(tok, text, steps=have, batch_size=2)                      # asks for 2 × what exists
     assert many.shape[0] == have and f"repeated after {have // 2} steps" in said
 
 

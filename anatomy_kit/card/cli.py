@@ -51,7 +51,8 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"blocks per pass (default {d.batch_size})")
     p.add_argument("--calibration-tokens", type=int, default=d.calibration_tokens,
                    help=f"tokens greedy removal chooses on (default {d.calibration_tokens})")
-    p.add_argument("-K", "--max-prune", type=int, default=None, help=f"prune k = 1..K layers (default L // 4, at most {MAX_PRUNE_CAP})")
+    p.add_argument("-K", "--max-prune", type=int, default=None,
+                   help=f"prune k = 1..K layers (default L // 4, at most {MAX_PRUNE_CAP})")
     p.add_argument("--random", type=int, default=d.n_random, help=f"random k-sets per k (default {d.n_random})")
     p.add_argument("--geometry-tokens", type=int, default=d.geometry_tokens,
                    help=f"tokens of the geometric-work clouds (default {d.geometry_tokens})")
@@ -221,10 +222,9 @@ def _heal(args, card, out: Path, lines: list) -> None:
 
     s = card.doc["settings"]
     loaded = load_model(args.model, device=args.device, dtype=torch_dtype(s["dtype"]))
-    sizes = dict(block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                 n_calibration=s["calibration_tokens"] // s["block_size"])
-    text = card_text(loaded.tokenizer, args.corpus, **sizes)
-    train, trained_on = heal_blocks(loaded.tokenizer, args.corpus, **sizes, steps=args.heal, batch_size=s["batch_size"])
+    text = card_text(loaded.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    train, trained_on = heal_blocks(loaded.tokenizer, text, steps=args.heal, batch_size=s["batch_size"])
     dev = next(loaded.model.parameters()).device
     evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(train, s["batch_size"], dev)
     base = block_nll(loaded.model, evals)                 # the intact model's, on the same blocks

@@ -29,7 +29,9 @@ from ..anatomy.blockwise import ppl_change_interval
 from ..anatomy.recovery import recovery_speed
 from ..hf.evaluation import Batch, capture_prefix
 from ..validate import check_int, check_positive
+from .errors import CorpusTooShort
 from .pruning import pruned
+from .text import CardText, card_text
 
 __all__ = ["block_nll", "heal_blocks", "heal_pruned", "heal_reading"]
 
@@ -45,28 +47,23 @@ def heal_reading(vs_intact_high: float) -> str | None:
     return BEYOND_INTACT if vs_intact_high < 0 else None
 
 
-def heal_blocks(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibration: int, steps: int,
-                batch_size: int) -> tuple[torch.Tensor, str]:
-    """``(blocks (M, block_size) int64, what they are)``: the healing text, ``steps × batch_size`` blocks of the
-    calibration half (at least the card's ``n_calibration``), fewer, then repeated by the steps, where the
-    corpus's calibration half holds fewer."""
-    from .errors import CorpusTooShort
-    from .text import card_text
-
+def heal_blocks(tokenizer, text: CardText, *, steps: int, batch_size: int) -> tuple[torch.Tensor, str]:
+    """``(blocks (M, block_size) int64, what they are)``: the healing text beside the card's ``text``,
+    ``steps × batch_size`` blocks of the calibration half (at least the card's own calibration blocks);
+    fewer, then repeated by the steps, where the corpus's calibration half holds fewer."""
     check_int("steps", steps, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
-    want = max(n_calibration, steps * batch_size)
-    card = card_text(tokenizer, corpus, block_size=block_size, n_eval=n_eval, n_calibration=n_calibration)
+    sizes = dict(block_size=text.block_size, n_eval=int(text.eval_blocks.shape[0]))
+    n_card = int(text.calibration_blocks.shape[0])
     try:
-        blocks = card_text(tokenizer, corpus, block_size=block_size, n_eval=n_eval,
-                           n_calibration=want).calibration_blocks
+        blocks = card_text(tokenizer, text.corpus, **sizes,
+                           n_calibration=max(n_card, steps * batch_size)).calibration_blocks
     except CorpusTooShort:          # a short calibration half: all of it (the steps then repeat blocks)
-        have = max(n_calibration, card.available_calibration)
-        blocks = card_text(tokenizer, corpus, block_size=block_size, n_eval=n_eval,
-                           n_calibration=have).calibration_blocks
+        blocks = card_text(tokenizer, text.corpus, **sizes,
+                           n_calibration=max(n_card, text.available_calibration)).calibration_blocks
     n = int(blocks.shape[0])
     fresh = "each step a fresh batch" if n >= steps * batch_size else f"repeated after {n // batch_size} steps"
-    return blocks, f"{n} blocks of the calibration half ({n * block_size:,} tokens; {fresh})"
+    return blocks, f"{n} blocks of the calibration half ({n * text.block_size:,} tokens; {fresh})"
 
 
 @torch.no_grad()
