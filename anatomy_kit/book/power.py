@@ -36,9 +36,9 @@ __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_fr
            "decidable_at", "ASSUMPTIONS", "power_view", "markdown_table", "COLUMNS", "spread", "scale_of",
            "units_text", "fmt"]
 
-ASSUMPTIONS = ("Needed: the fewest units at which the claim's rule decides with 80 % power if the truth were the "
-               "smoke point estimate, with the smoke run's per-unit spread; in brackets if that spread doubles at "
-               "the larger model. Blocks count by their tokens.")
+ASSUMPTIONS = (f"Needed: the fewest units at which the claim's rule decides with {100 * P.POWER:.0f} % power if the "
+               "truth were the smoke point estimate, with the smoke run's per-unit spread; in brackets if that "
+               "spread doubles at the larger model. Blocks count by their tokens.")
 
 #: chapter → the sizes that count a claim's units, tried in order: (size, unit word); "blocks" are
 #: ``tokens // block_size`` where the chapter sizes its text in tokens.

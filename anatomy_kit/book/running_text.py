@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ..hour import HOUR_MEMORY_GB, HOUR_MINUTES
 from ..lm.estimates import ADAMW_STATE_BYTES, ASSUMED_SHARE, AUTOCAST_COPY_BYTES, H100_BF16, H100_FP32
-from ..verdicts.decision import NEAR_FRACTION
+from ..verdicts.decision import NEAR_FRACTION, sign_flip_floor
 from ..verdicts.multiplicity import HOLM_ALPHA
-from ..verdicts.power import POWER, attainable_alpha
+from ..verdicts.power import POWER
 
 __all__ = ["RUNNING_PARTS", "fewest_seeds", "hour_scope_markdown", "scale_rule_markdown", "near_threshold_markdown",
            "estimate_assumptions_markdown"]
@@ -39,7 +39,7 @@ def hour_scope_markdown() -> str:
 
 def fewest_seeds(alpha: float = HOLM_ALPHA) -> int:
     """The fewest paired seeds whose exact two-sided sign-flip test can reach ``alpha`` (its floor is 2/2ⁿ)."""
-    return next(n for n in range(1, 64) if attainable_alpha(n, alpha) > 0)
+    return next(n for n in range(1, 64) if sign_flip_floor(n) <= alpha)
 
 
 def scale_rule_markdown() -> str:

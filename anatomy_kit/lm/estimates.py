@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from ..validate import AnatomyKitError, check_choice, check_int
 
-__all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_SHARE", "ASSUMED_FLOPS", "ADAMW_STATE_BYTES", "AUTOCAST_COPY_BYTES", "Estimate", "forward_flops", "training_memory",
+__all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_SHARE", "ASSUMED_FLOPS", "ADAMW_STATE_BYTES", "AUTOCAST_COPY_BYTES",
+           "Estimate", "forward_flops", "training_memory",
            "activation_bytes", "MemoryPlan", "choose_micro_batch", "duration", "width_solver_rules",
            "width_solver_runs", "pass_flops", "preset_config", "preset_shape", "lm_shape"]
 
