@@ -7,8 +7,10 @@ Every public function names, in its docstring, the chapter that introduces it. S
 - :mod:`anatomy_kit.data` – corpora, token blocks, tokenizers (chapter 1);
 - :mod:`anatomy_kit.anatomy` – ablation map, importance profile, weight predictability, delta
   series, manipulation, recovery speed (paper 1; chapters 1–2);
-- :mod:`anatomy_kit.growth` – growing a model: phased importance-driven training (paper 1;
-  chapter 3) and residual-width growth by a closed-form rotation (paper 3; chapter 6);
+- :mod:`anatomy_kit.phased_training` – Growth Transformer training: phased, importance-driven
+  training of a model of fixed size (paper 1; chapter 3);
+- :mod:`anatomy_kit.width_growth` – growing a trained model's residual width by a closed-form
+  rotation, expansion and a warm-up gate (paper 3; chapter 6);
 - :mod:`anatomy_kit.geometry` – geometric work of FFN layers: clouds, shift, GW, topology,
   diagnostics, the profiles file (paper 2; chapter 4);
 - :mod:`anatomy_kit.allocation` – FFN width allocation: the exact solver, rounding, schedules

@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from anatomy_kit.growth import lrio, srio
-from anatomy_kit.growth.gpt import GPT, GPTConfig
-from anatomy_kit.growth.hf_grow import grow_llama
+from anatomy_kit.width_growth import lrio, srio
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig
+from anatomy_kit.width_growth.hf_grow import grow_llama
 
 
 def timed(fn, repeats: int, warm_up: bool = True) -> tuple[float, float]:

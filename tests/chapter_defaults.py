@@ -37,7 +37,7 @@ def paper_fraction() -> float:
 
 def scale_defaults(chapter: str, scale: str) -> dict:
     """``defaults[scale]`` of ``chapter`` (``"full"`` or ``"hour"``), evaluated as the chapter does."""
-    from anatomy_kit.growth import recipe
+    from anatomy_kit.width_growth import recipe
     from anatomy_kit.hour import hour_preset
     from anatomy_kit.lm import PRESETS
     from anatomy_kit.lm.estimates import width_solver_rules

@@ -204,7 +204,7 @@ import numpy as np
 
 from anatomy_kit import geometry
 from anatomy_kit.verdicts.tables import claims_view
-from anatomy_kit.growth import phases
+from anatomy_kit.phased_training import phases
 ```
 
 ```{code-cell} ipython3
@@ -218,7 +218,7 @@ _BAD = '''```{code-cell} ipython3
 import numpy as np
 
 from anatomy_kit import geometry as G
-from anatomy_kit.growth import phases as G2
+from anatomy_kit.phased_training import phases as G2
 from scipy import stats
 ```
 

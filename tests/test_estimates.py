@@ -98,7 +98,7 @@ def test_activation_bytes_are_what_autograd_saves(one_torch_thread, precision, m
     (the embedding's view of the (B, T+1) token blocks, and the targets). Exact: the same tensors are counted."""
     import torch
 
-    from anatomy_kit.growth.gpt import GPT, GPTConfig
+    from anatomy_kit.width_growth.gpt import GPT, GPTConfig
     from anatomy_kit.lm import LMConfig, build_lm
 
     L, d, H, w, V, T = 2, 32, 4, 40, 61, 16
@@ -157,7 +157,7 @@ def test_the_width_solver_grid_fits_its_runs_to_the_device(monkeypatch):
 
 
 def test_chapter_six_counts_every_arm_and_seed_of_the_grid():
-    from anatomy_kit.growth import recipe as R
+    from anatomy_kit.width_growth import recipe as R
 
     est = {e.chapter: e for e in C.chapter_estimates()}["ch06_width_growth"]
     r = R.paper_d256_d384()
@@ -248,7 +248,7 @@ def test_chapter_six_hour_trains_the_key_arms_on_the_key_seeds(monkeypatch):
     import dataclasses
 
     from anatomy_kit import hour
-    from anatomy_kit.growth import recipe as R
+    from anatomy_kit.width_growth import recipe as R
 
     s = hour.HOUR_PRESETS["ch06_width_growth"]
     r = dataclasses.replace(R.paper_d256_d384(), **{k: s[k] for k in (

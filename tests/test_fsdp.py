@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from anatomy_kit.growth.gpt import GPT, GPTConfig
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig
 from anatomy_kit.lm import TrainConfig, train
 from anatomy_kit.lm.speed import flops_per_token
 

@@ -147,8 +147,8 @@ def test_a_non_finite_loss_names_the_step_where_it_appeared():
 
 
 def test_the_grown_gpt_reads_its_gate_and_token_count_from_the_device_only_when_they_changed(monkeypatch):
-    from anatomy_kit.growth import srio
-    from anatomy_kit.growth.gpt import GPT, GPTConfig, set_gate
+    from anatomy_kit.width_growth import srio
+    from anatomy_kit.width_growth.gpt import GPT, GPTConfig, set_gate
 
     torch.manual_seed(0)
     grown = srio.grow(GPT(GPTConfig(vocab_size=VOCAB, n_layers=2, d_model=32, n_heads=4, max_seq_len=16)), 48, "nrio")

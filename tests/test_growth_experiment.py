@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from anatomy_kit.growth import diagnostics as dg
-from anatomy_kit.growth import experiment as ex
-from anatomy_kit.growth import recipe as rc
-from anatomy_kit.growth import srio, starts
-from anatomy_kit.growth.gpt import GPT, set_gate
+from anatomy_kit.width_growth import diagnostics as dg
+from anatomy_kit.width_growth import experiment as ex
+from anatomy_kit.width_growth import recipe as rc
+from anatomy_kit.width_growth import srio, starts
+from anatomy_kit.width_growth.gpt import GPT, set_gate
 from anatomy_kit.lm import TrainConfig, evaluate, train
 from anatomy_kit.lm.batches import batch_indices
 from anatomy_kit.validate import AnatomyKitError
@@ -271,7 +271,7 @@ def test_spike_and_heal_reads_the_curve():
 def test_llama_sweep_is_exact_at_gate_zero_and_flat_in_eps():
     from conftest import tiny_llama
 
-    from anatomy_kit.growth.hf_probe import llama_sweep
+    from anatomy_kit.width_growth.hf_probe import llama_sweep
     from anatomy_kit.hf.evaluation import make_batches
 
     llama = tiny_llama(n_layers=2)
@@ -294,7 +294,7 @@ def test_llama_sweep_is_exact_at_gate_zero_and_flat_in_eps():
 # --- reading the grid -----------------------------------------------------------------------------------
 
 def test_paper_orderings_pair_the_papers_rows_with_our_arms():
-    from anatomy_kit.growth.results import paper_orderings
+    from anatomy_kit.width_growth.results import paper_orderings
     from anatomy_kit.manifest import reference
 
     ref = reference("p3.d256_d384_losses")
@@ -312,7 +312,7 @@ def test_paper_orderings_pair_the_papers_rows_with_our_arms():
 
 
 def test_preservation_measures_exact_and_inexact_growth():
-    from anatomy_kit.growth.results import preservation
+    from anatomy_kit.width_growth.results import preservation
 
     rows = {r["case"]: r for r in preservation(small_gpt(), 24, blocks(3)[:, :-1], [
         ("pad", dict(operator="nrio", expansion="zero")), ("star", dict(operator="srio-so", expansion="zero")),
@@ -366,7 +366,7 @@ def test_collect_runs_reads_each_arm_on_its_seeds(tmp_path):
     data, ev = blocks(40), blocks(8, 1)
     paths = ex.GridPaths(tmp_path / "grid")
     results = ex.run_jobs(ex.grid_jobs(r, [0], paths, data, key_seeds=[0, 1]), data, ev, verbose=False)
-    from anatomy_kit.growth.results import collect_runs, final_losses, paired_vs
+    from anatomy_kit.width_growth.results import collect_runs, final_losses, paired_vs
 
     runs = collect_runs(r, [0], paths, results, ev, key_seeds=[0, 1])
     assert {c: sorted(v) for c, v in runs.items()} == {"small": [0, 1], "srio-so": [0, 1],
@@ -376,7 +376,7 @@ def test_collect_runs_reads_each_arm_on_its_seeds(tmp_path):
 
 
 def test_attribution_splits_the_gap_to_nrio_into_three_steps():
-    from anatomy_kit.growth.results import ATTRIBUTION_STEPS, attribution, paired_vs
+    from anatomy_kit.width_growth.results import ATTRIBUTION_STEPS, attribution, paired_vs
 
     final = {"nrio": {0: 4.30, 1: 4.20, 2: 4.25, 3: 4.31}, "nrio/untied": {0: 4.20, 1: 4.15, 2: 4.22, 3: 4.2},
              "srio-so/eps-0": {0: 4.10, 1: 4.12, 2: 4.2, 3: 4.1}, "srio-so": {0: 4.11, 1: 4.11, 2: 4.21, 3: 4.1},

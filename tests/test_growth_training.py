@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy_kit.growth import cost, curriculum as C, phases as P, schedule_figure as F, sources
+from anatomy_kit.phased_training import cost, curriculum as C, phases as P, schedule_figure as F, sources
 from anatomy_kit.lm import LMConfig, build_lm, load_trained
 from anatomy_kit.lm.train import TrainConfig, batch_indices, train
 

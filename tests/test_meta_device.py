@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from anatomy_kit.growth import expansion as ex
-from anatomy_kit.growth import lrio, srio
-from anatomy_kit.growth.gpt import GPT, GPTConfig
-from anatomy_kit.growth.hf_grow import grow_llama, storage_key
+from anatomy_kit.width_growth import expansion as ex
+from anatomy_kit.width_growth import lrio, srio
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig
+from anatomy_kit.width_growth.hf_grow import grow_llama, storage_key
 from meta_device import MixedDevices, on_meta, same_device, smollm2_on_meta
 
 
@@ -79,7 +79,7 @@ def test_a_grid_grows_its_runs_on_the_runs_device(tmp_path, monkeypatch):
     """The grid's builder loads the trained small model onto the run's device and grows it there (item 5)."""
     import functools
 
-    from anatomy_kit.growth import experiment, recipe, starts
+    from anatomy_kit.width_growth import experiment, recipe, starts
     from anatomy_kit.lm import TrainConfig, train
 
     cfg = GPTConfig(vocab_size=97, n_layers=2, d_model=32, n_heads=4, max_seq_len=16)

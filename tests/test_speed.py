@@ -202,7 +202,7 @@ def test_flops_per_token_of_a_hugging_face_model_counts_matrices_once():
 
 
 def test_flops_per_token_of_chapter_six_gpt_has_its_attention_term():
-    from anatomy_kit.growth.gpt import GPT, GPTConfig
+    from anatomy_kit.width_growth.gpt import GPT, GPTConfig
 
     g = GPT(GPTConfig(vocab_size=VOCAB, n_layers=3, d_model=32, n_heads=4, max_seq_len=16))
     mats = sum(p.numel() for p in g.parameters() if p.ndim >= 2)          # wte tied to lm_head: once

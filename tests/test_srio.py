@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from anatomy_kit.growth import expansion as ex
-from anatomy_kit.growth import lrio, srio
-from anatomy_kit.growth.gpt import GPT, GPTConfig, finish_warmup, gate_schedule, gated_layer_norm, set_gate
+from anatomy_kit.width_growth import expansion as ex
+from anatomy_kit.width_growth import lrio, srio
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig, finish_warmup, gate_schedule, gated_layer_norm, set_gate
 from anatomy_kit.validate import AnatomyKitError
 
 D_OLD, D_NEW = 32, 48  # 4 → 6 heads of 8
@@ -303,7 +303,7 @@ def llama_logits(model, idx):
 
 @pytest.mark.parametrize("eps,expansion", [(0.0, "block"), (0.3, "block"), (0.9, "tiled"), (0.5, "convex")])
 def test_llama_gate_zero_reproduces_the_small_model(llama, eps, expansion):
-    from anatomy_kit.growth.hf_grow import grow_llama
+    from anatomy_kit.width_growth.hf_grow import grow_llama
 
     idx = torch.randint(0, 512, (2, 10))
     grown = grow_llama(llama, 48, eps, expansion)
@@ -320,7 +320,7 @@ def test_llama_gate_zero_reproduces_the_small_model(llama, eps, expansion):
 
 def test_llama_zero_pad_is_exact_without_gate_and_rotation_is_a_change_of_basis(llama):
     """RMSNorm: zero-pad + √(d/D) gains is exact at g = 1; with folded gains, SRIO(ε) ≡ NRIO at any g."""
-    from anatomy_kit.growth.hf_grow import grow_llama
+    from anatomy_kit.width_growth.hf_grow import grow_llama
 
     idx = torch.randint(0, 512, (2, 10))
     ref = llama_logits(llama, idx)
@@ -335,7 +335,7 @@ def test_llama_zero_pad_is_exact_without_gate_and_rotation_is_a_change_of_basis(
 # --- named errors -------------------------------------------------------------------------------
 
 def test_bad_inputs_raise_named_errors(small, llama):
-    from anatomy_kit.growth.hf_grow import grow_llama
+    from anatomy_kit.width_growth.hf_grow import grow_llama
 
     cases = [
         (lambda: srio.grow_srio(small, 32), "new_d=32 must be >= 33"),
@@ -349,7 +349,7 @@ def test_bad_inputs_raise_named_errors(small, llama):
         (lambda: grow_llama(llama, 48, 2.0), "eps=2.0 is outside [0, 1]"),
         (lambda: srio.grow(small, 48, operator="xrio"), "operator='xrio' is not accepted"),
         (lambda: srio.grow(small, 48, expansion="diagonal"), "expansion='diagonal' is not accepted"),
-        (lambda: srio.grow(small, 48, operator="lrio"), "is learned on batches: call anatomy_kit.growth.lrio.grow_lrio"),
+        (lambda: srio.grow(small, 48, operator="lrio"), "is learned on batches: call anatomy_kit.width_growth.lrio.grow_lrio"),
         (lambda: srio.grow(small, 48, operator="srio-lo"), "lrio.grow_srio_lo(model, new_d, batches"),
         (lambda: lrio.grow_lrio(small, 48, [torch.zeros(2, 5)]), "batches[0] must be a (B, T+1) LongTensor"),
         (lambda: srio.grow_mrio(small, 48, stages=(40, 44)), "must end at new_d=48"),
@@ -414,5 +414,5 @@ def test_srio_and_lrio_do_not_import_each_other():
         return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
                {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
 
-    assert "anatomy_kit.growth.srio" in imported(lrio)
+    assert "anatomy_kit.width_growth.srio" in imported(lrio)
     assert not {m for m in imported(srio) if m.endswith("lrio")}

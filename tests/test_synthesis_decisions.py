@@ -16,7 +16,7 @@ from chapter_defaults import paper_fraction
 from anatomy_kit.book.runner import to_notebook
 from anatomy_kit.card.errors import WidthBudgetInfeasible
 from anatomy_kit.card.widths import suggest_widths, width_multiple
-from anatomy_kit.growth import phases, sources
+from anatomy_kit.phased_training import phases, sources
 from anatomy_kit.hour import hour_preset
 from anatomy_kit.synthesis import decisions
 from anatomy_kit.validate import AnatomyKitError

@@ -1,5 +1,5 @@
 """Chapter 7's layer profiles (anatomy_kit.synthesis.profile), the GPT's Hugging Face-style access
-(anatomy_kit.growth.gpt) that lets the kit's sweeps run on it, and the depth statistics
+(anatomy_kit.width_growth.gpt) that lets the kit's sweeps run on it, and the depth statistics
 (anatomy_kit.synthesis.depth)."""
 
 import itertools
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from anatomy_kit import anatomy, data
-from anatomy_kit.growth.gpt import GPT, GPTConfig, set_gate
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig, set_gate
 from anatomy_kit.hf import evaluation
 from anatomy_kit.hf.layers import decoder_layers, hidden_of
 from anatomy_kit.lm import LMConfig, build_lm

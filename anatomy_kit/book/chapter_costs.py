@@ -103,7 +103,7 @@ def _ch05(s: dict) -> Estimate:
 
 
 def _ch06(s: dict | None) -> Estimate:
-    from ..growth import recipe as R
+    from ..width_growth import recipe as R
 
     r, ms = R.paper_d256_d384(), R.paper_multistage()
     seeds, key_seeds, widths, chain_steps = 3, 3, ms.ms_widths, ms.ms_total_steps

@@ -1,13 +1,13 @@
 """Self-checks of chapter 3 (*Growth Transformer training*).
 
 ``check_growth_groups`` (exercise 1): the reader cuts an importance profile into anti-layers and five groups,
-the core first; the check compares with the phases of :func:`anatomy_kit.growth.phases.schedule_from_importance`.
+the core first; the check compares with the phases of :func:`anatomy_kit.phased_training.phases.schedule_from_importance`.
 ``check_clone_source`` (exercise 2): the reader picks the trained layer an entering layer is cloned from; the
 check compares with a distance count written out here.
 
 ``check_step_flops`` (exercise 4): the reader writes the training FLOPs per token of one step of a stack of ``L``
 equal layers in which some layers (and perhaps the interface) train, the rest frozen; the check
-compares it with :func:`anatomy_kit.growth.cost.step_flops` on several stacks.
+compares it with :func:`anatomy_kit.phased_training.cost.step_flops` on several stacks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..growth.cost import StackFlops, step_flops
+from ..phased_training.cost import StackFlops, step_flops
 from .core import check, generic
 
 __all__ = ["check_growth_groups", "check_clone_source", "check_step_flops", "WRONG_ANSWERS"]
@@ -43,7 +43,7 @@ _GROUP_CASES = (
 
 
 def _kit_groups(importance: np.ndarray, max_anti: int) -> tuple[list[int], list[set[int]]]:
-    from ..growth.phases import schedule_from_importance
+    from ..phased_training.phases import schedule_from_importance
 
     sc = schedule_from_importance(importance, 60, lr=1e-3, max_anti=max_anti)
     core = set(sc.phases[0].layers)

@@ -2,13 +2,13 @@
 
 ``check_rotation_matrix``: the reader builds the dense D × D rotation R of the SRIO plane; the check tests
 it on the plane (R u = c u + s v, R v = −s u + c v, with ε the sine) and off it (R x = x), and compares
-with :func:`anatomy_kit.growth.srio.srio_rotation`.
+with :func:`anatomy_kit.width_growth.srio.srio_rotation`.
 ``check_rotate_rows``: the reader applies the SRIO rotation to the rows of a matrix in O(D), without
-forming the D × D matrix; the check compares it with :meth:`anatomy_kit.growth.srio.srio_operator`'s
+forming the D × D matrix; the check compares it with :meth:`anatomy_kit.width_growth.srio.srio_operator`'s
 ``rows`` and names the usual slips (the inverse rotation, cosine and sine swapped, a cosine that is
 not √(1 − ε²), a missing term, block means instead of projections on u and v).
 ``check_entropy_rank``: the reader writes the entropy effective rank of a list of singular values;
-the check compares it with :func:`anatomy_kit.growth.diagnostics.entropy_rank`.
+the check compares it with :func:`anatomy_kit.width_growth.diagnostics.entropy_rank`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ _MATRIX_SLIPS = [
 def check_rotation_matrix(fn: Callable) -> str | None:
     """``fn(d, k, eps)`` returns the dense (D, D) rotation R = I + (c − 1)(uuᵀ + vvᵀ) + s(vuᵀ − uvᵀ), D = d + k,
     u and v the unit all-ones vectors of the old and the new block, s = ε, c = √(1 − ε²)."""
-    from ..growth.srio import srio_rotation
+    from ..width_growth.srio import srio_rotation
 
     for d, k, eps in _ROTATIONS:
         R = torch.as_tensor(np.asarray(fn(d, k, eps), dtype=np.float64))
@@ -115,7 +115,7 @@ def check_rotation_matrix(fn: Callable) -> str | None:
 def check_rotate_rows(rotate_fn: Callable) -> str | None:
     """``rotate_rows(x, d, eps)``: every row of x (n, D) rotated by R, i.e. x Rᵀ, using a = uᵀx and
     b = vᵀx (two block sums) instead of a D × D matrix."""
-    from ..growth.srio import srio_operator
+    from ..width_growth.srio import srio_operator
 
     gen = torch.Generator().manual_seed(1)
     for d, k, eps in _ROTATIONS:
@@ -143,7 +143,7 @@ _SPECTRA = [np.array([3.0, 3.0, 3.0, 3.0]), np.array([5.0, 1.0, 0.2, 0.0]), np.a
 @check("check_entropy_rank")
 def check_entropy_rank(rank_fn: Callable) -> str | None:
     """``entropy_rank(sigma)`` (1-D array of singular values) → exp(−Σ p log p), p = σ / Σσ."""
-    from ..growth.diagnostics import entropy_rank
+    from ..width_growth.diagnostics import entropy_rank
 
     for sigma in _SPECTRA:
         ref = entropy_rank(sigma)

@@ -6,6 +6,6 @@
   means, noise, layer clones;
 - :mod:`.evaluation` – perplexity, and the prefix cache that replays layers ℓ … L−1.
 
-The kit's own models (:mod:`anatomy_kit.lm`, :mod:`anatomy_kit.growth`) name their parts so that
+The kit's own models (:mod:`anatomy_kit.lm`, :mod:`anatomy_kit.width_growth`) name their parts so that
 :mod:`.layers` and :mod:`.surgery` work on them too.
 """

@@ -200,7 +200,7 @@ def run_model(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.T
     """One forward pass of a Hugging Face causal LM, or of one of the kit's own models.
 
     Hugging Face models get ``input_ids``, ``attention_mask`` and ``use_cache=False``; the kit's
-    models (:mod:`anatomy_kit.lm`, :mod:`anatomy_kit.growth`) take token ids only, so padded input
+    models (:mod:`anatomy_kit.lm`, :mod:`anatomy_kit.width_growth`) take token ids only, so padded input
     (a mask with zeros) is refused for them. Returns whatever the model returns.
     """
     from transformers import PreTrainedModel

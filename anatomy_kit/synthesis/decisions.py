@@ -7,8 +7,8 @@ important) goes through the same two paths, and two measures say how far the dec
 
 - :func:`schedules_from_signals`: chapter 3's path for its source (b), unchanged: the signal is
   carried to the training model's ``n_layers`` by relative depth as signed orders of magnitude
-  (:func:`anatomy_kit.growth.sources.transferred_importance`), then
-  :func:`anatomy_kit.growth.phases.schedule_from_importance` with chapter 3's knobs
+  (:func:`anatomy_kit.phased_training.sources.transferred_importance`), then
+  :func:`anatomy_kit.phased_training.phases.schedule_from_importance` with chapter 3's knobs
   (:func:`ch03_settings` reads them from chapter 3's metrics file, :data:`CH03_DEFAULTS` holds the
   chapter's defaults). A negative value stays negative through the signed log, so a layer whose
   removal *helped* can become an anti-layer, exactly as in chapter 3.
@@ -48,7 +48,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..card.widths import EXPONENT, UPPER_FACTOR, suggest_widths
-from ..growth import phases, sources
+from ..phased_training import phases, sources
 from ..hour import HOUR_PRESETS
 from ..jsonio import read_json
 from ..validate import AnatomyKitError, as_vector, check_choice, check_int, check_positive
@@ -68,7 +68,7 @@ CH03_METRICS = Path("metrics") / "ch03_growth_training.json"
 @dataclass(frozen=True)
 class ScheduleSettings:
     """What chapter 3 builds its schedules with: the training model's depth, the step budget and the
-    knobs it passes to :func:`~anatomy_kit.growth.phases.schedule_from_importance` (its ``knobs``
+    knobs it passes to :func:`~anatomy_kit.phased_training.phases.schedule_from_importance` (its ``knobs``
     dict: ``lr``, ``max_anti``, ``clone_noise``, ``anti_scale``; the phase shares are its default,
     equal). ``source`` says where the numbers were read."""
 
@@ -172,8 +172,8 @@ def schedules_from_signals(signals: Mapping[str, Any], n_layers: int, steps: int
     """``{name: GrowthSchedule}``: each signal through chapter 3's path for its source (b).
 
     Each signal (L,) (NaN filled, :func:`prepare_signals`) is carried to ``n_layers`` by
-    :func:`~anatomy_kit.growth.sources.transferred_importance` and scheduled over ``steps`` steps by
-    :func:`~anatomy_kit.growth.phases.schedule_from_importance` with ``knobs`` (chapter 3's:
+    :func:`~anatomy_kit.phased_training.sources.transferred_importance` and scheduled over ``steps`` steps by
+    :func:`~anatomy_kit.phased_training.phases.schedule_from_importance` with ``knobs`` (chapter 3's:
     ``ScheduleSettings.knobs()``; ``lr`` is required), labelled with the signal's name.
     """
     prepared, _ = prepare_signals(signals)

@@ -1,7 +1,7 @@
 """One model's per-layer signals, causal and cheap, as data that chapter 7 reads back from JSON.
 
 For every decoder layer ℓ of a model the kit's ablation code supports (Hugging Face causal LMs,
-:class:`anatomy_kit.lm.model.PerLayerWidthLM`, :class:`anatomy_kit.growth.gpt.GPT`):
+:class:`anatomy_kit.lm.model.PerLayerWidthLM`, :class:`anatomy_kit.width_growth.gpt.GPT`):
 
 - the **causal signal**: the perplexity change when the layer is skipped (its output is its
   input), ``skip ΔPPL %``, with its 95 % t interval paired over the evaluation blocks

@@ -2,7 +2,7 @@
 orderings as paired differences, spectra of the trained output projections, what growth preserves.
 
 Chapter 6, *Growing the residual stream*. Every function here reads finished runs (the
-:class:`~anatomy_kit.lm.train.TrainResult` of :func:`~anatomy_kit.growth.experiment.run_jobs`, the start
+:class:`~anatomy_kit.lm.train.TrainResult` of :func:`~anatomy_kit.width_growth.experiment.run_jobs`, the start
 files and checkpoints under the grid's root); none trains.
 """
 
@@ -13,12 +13,12 @@ from typing import Any, Mapping
 
 import torch
 
-from anatomy_kit.growth import srio
-from anatomy_kit.growth.diagnostics import OutputSpectrum, SpikeHeal, output_spectra, spike_and_heal
-from anatomy_kit.growth.experiment import GridPaths, arm_seeds, cold_name, grown_name, small_name, stage_name
-from anatomy_kit.growth.gpt import set_gate
-from anatomy_kit.growth.recipe import CONDITIONS, GrowthRecipe
-from anatomy_kit.growth.starts import load_start, start_meta, trained_model
+from anatomy_kit.width_growth import srio
+from anatomy_kit.width_growth.diagnostics import OutputSpectrum, SpikeHeal, output_spectra, spike_and_heal
+from anatomy_kit.width_growth.experiment import GridPaths, arm_seeds, cold_name, grown_name, small_name, stage_name
+from anatomy_kit.width_growth.gpt import set_gate
+from anatomy_kit.width_growth.recipe import CONDITIONS, GrowthRecipe
+from anatomy_kit.width_growth.starts import load_start, start_meta, trained_model
 from anatomy_kit.lm.loss import evaluate
 from anatomy_kit.stats import PairedComparison, paired_difference
 from anatomy_kit.validate import AnatomyKitError
@@ -65,7 +65,7 @@ def collect_runs(recipe: GrowthRecipe, seeds: list[int], paths: GridPaths, resul
                  eval_blocks, *, key_seeds: list[int] | None = None,
                  device: str | torch.device = "cpu") -> dict[str, dict[int, GrownRun]]:
     """``{condition: {seed: GrownRun}}`` for "small", every grown condition and "cold", each on its
-    seeds (:func:`~anatomy_kit.growth.experiment.arm_seeds`: the key arms on ``key_seeds`` too).
+    seeds (:func:`~anatomy_kit.width_growth.experiment.arm_seeds`: the key arms on ``key_seeds`` too).
 
     Every grown start is evaluated at both gates on ``device`` (the run's: at full scale about 1M
     tokens × 2 gates × ~40 starts)."""

@@ -1,7 +1,7 @@
 """SRIO on a pretrained Llama-family model: perplexity of the grown model at each gate and ε (chapter 6).
 
 Chapter 6, *Growing the residual stream*, section "On a real pretrained model". ``llama_sweep``
-grows a ``LlamaForCausalLM`` (the embedded SmolLM2) with :func:`~anatomy_kit.growth.hf_grow.grow_llama`
+grows a ``LlamaForCausalLM`` (the embedded SmolLM2) with :func:`~anatomy_kit.width_growth.hf_grow.grow_llama`
 once per (expansion, ε) case and measures the perplexity of the same evaluation batches at every
 gate value, beside the small model's. No training: this shows what the operator itself
 preserves on RMSNorm, where chapter 6 derives that after folding the gains SRIO(ε) computes what
@@ -13,8 +13,8 @@ from __future__ import annotations
 import gc
 import time
 
-from anatomy_kit.growth.hf_grow import grow_llama
-from anatomy_kit.growth.srio import check_eps
+from anatomy_kit.width_growth.hf_grow import grow_llama
+from anatomy_kit.width_growth.srio import check_eps
 from anatomy_kit.hf.evaluation import perplexity
 from anatomy_kit.validate import AnatomyKitError
 

@@ -37,7 +37,7 @@ def transferred_importance(delta_pct: Any, n_layers: int) -> np.ndarray:
     """Another model's per-layer ΔPPL % carried to ``n_layers`` layers by relative depth, shape (n_layers,).
 
     Returns signed-log importances (see the module docstring): only their order and sign matter to
-    :func:`~anatomy_kit.growth.phases.schedule_from_importance`.
+    :func:`~anatomy_kit.phased_training.phases.schedule_from_importance`.
     """
     return resample_profile(signed_log(delta_pct), check_int("n_layers", n_layers, minimum=1))
 

@@ -1,6 +1,6 @@
 """Running a growth schedule: one :func:`anatomy_kit.lm.train` call per phase (chapter 3).
 
-:func:`run_schedule` walks the phases of a :class:`~anatomy_kit.growth.phases.GrowthSchedule`:
+:func:`run_schedule` walks the phases of a :class:`~anatomy_kit.phased_training.phases.GrowthSchedule`:
 
 1. at the start of the first phase every anti-layer is re-initialised (a fresh draw of the model's
    own initialisation, seeded) and its matrices are multiplied by ``anti_scale`` (α);

@@ -61,8 +61,8 @@ from dataclasses import dataclass
 
 import torch
 
-from anatomy_kit.growth.expansion import expand_gpt_state, plan_gpt_growth
-from anatomy_kit.growth.gpt import GPT, set_gate
+from anatomy_kit.width_growth.expansion import expand_gpt_state, plan_gpt_growth
+from anatomy_kit.width_growth.gpt import GPT, set_gate
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_finite
 
 OPERATORS = ("nrio", "srio-so", "srio-lo", "mrio", "lrio")
@@ -212,7 +212,7 @@ def check_growable(model) -> GPT:
     """Raise unless ``model`` is a finite, fully warmed-up :class:`GPT`."""
     if not isinstance(model, GPT):
         raise AnatomyKitError(f"model of type {type(model).__name__} is not supported; pass an "
-                              "anatomy_kit.growth.gpt.GPT (Llama-family models: hf_grow.grow_llama)")
+                              "anatomy_kit.width_growth.gpt.GPT (Llama-family models: hf_grow.grow_llama)")
     if model.config.old_width is not None and float(model.gate) != 1.0:
         raise AnatomyKitError(f"gate={float(model.gate)} must be 1 (warm-up finished) before growing again")
     check_all_finite(model)
@@ -369,12 +369,12 @@ def grow(model: GPT, new_d: int, operator: str = "srio-so", eps=None, expansion:
     """The closed-form operators by name: ``operator`` in nrio, srio-so, mrio (chapter 6).
 
     The learned ones (srio-lo, lrio) train on batches first and live in :mod:`.lrio`
-    (``grow_srio_lo``, ``grow_lrio``); :func:`anatomy_kit.growth.starts.grow_condition` runs any
+    (``grow_srio_lo``, ``grow_lrio``); :func:`anatomy_kit.width_growth.starts.grow_condition` runs any
     condition of the grid, learned or not.
     """
     check_choice("operator", operator, OPERATORS)
     if operator in LEARNED:
-        raise AnatomyKitError(f"operator={operator!r} is learned on batches: call anatomy_kit.growth.lrio."
+        raise AnatomyKitError(f"operator={operator!r} is learned on batches: call anatomy_kit.width_growth.lrio."
                               f"{LEARNED[operator]}(model, new_d, batches, ...) (srio.grow runs nrio, srio-so, mrio)")
     if operator == "nrio":
         return grow_nrio(model, new_d, expansion, **kw)

@@ -36,7 +36,7 @@ import torch
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_int
 
 if TYPE_CHECKING:
-    from anatomy_kit.growth.gpt import GPTConfig
+    from anatomy_kit.width_growth.gpt import GPTConfig
 
 POLICIES = ("tiled", "convex", "zero")
 # expansion name -> (attention policy, FFN policy); "block" is the paper's block-specific recipe
@@ -184,7 +184,7 @@ def grow_writer(W: torch.Tensor, b: torch.Tensor | None, growth: UnitGrowth, rho
 
 @dataclass(frozen=True)
 class GrowthPlan:
-    """A validated width growth d → D = d + k of a :class:`~anatomy_kit.growth.gpt.GPT` config."""
+    """A validated width growth d → D = d + k of a :class:`~anatomy_kit.width_growth.gpt.GPT` config."""
 
     old: "GPTConfig"
     new: "GPTConfig"

@@ -18,7 +18,7 @@ through weights built on the fly (``torch.func.functional_call``), then material
 
 Both learn on the device of the model they grow (its weights, the operator's parameters and the
 batches all there; a grid's builder loads the trained small model onto the run's device:
-:func:`anatomy_kit.growth.starts.grown_model`), and read the loss curve back once, at the end.
+:func:`anatomy_kit.width_growth.starts.grown_model`), and read the loss curve back once, at the end.
 The order of the batches comes from a CPU generator seeded by ``seed``, so it is the same on
 every device.
 """
@@ -30,8 +30,8 @@ import math
 import torch
 from torch.func import functional_call
 
-from anatomy_kit.growth.expansion import expand_gpt_state, plan_gpt_growth
-from anatomy_kit.growth.srio import (apply_residual_operator, build_gpt, check_eps, check_growable,
+from anatomy_kit.width_growth.expansion import expand_gpt_state, plan_gpt_growth
+from anatomy_kit.width_growth.srio import (apply_residual_operator, build_gpt, check_eps, check_growable,
                                      fold_state, special_eps, srio_operator)
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_int, check_positive
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from anatomy_kit.growth.expansion import (expansion_policies, grouped, grow_reader, grow_writer, pad_residual,
+from anatomy_kit.width_growth.expansion import (expansion_policies, grouped, grow_reader, grow_writer, pad_residual,
                                           residual_sources, unit_growth)
-from anatomy_kit.growth.srio import ResidualRotation, check_all_finite, check_eps, srio_operator
+from anatomy_kit.width_growth.srio import ResidualRotation, check_all_finite, check_eps, srio_operator
 from anatomy_kit.validate import AnatomyKitError, check_int
 
 

@@ -72,7 +72,7 @@ class OutputSpectrum:
 
 
 def output_spectra(model, rel_tol: float = 1e-6) -> list[OutputSpectrum]:
-    """``attn.proj`` and ``mlp.fc2`` of every block of a :class:`~anatomy_kit.growth.gpt.GPT`."""
+    """``attn.proj`` and ``mlp.fc2`` of every block of a :class:`~anatomy_kit.width_growth.gpt.GPT`."""
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         raise AnatomyKitError(f"model of type {type(model).__name__} has no .blocks; pass an anatomy_kit GPT")

@@ -1,7 +1,7 @@
 """What chapter 6's width-growth grid holds fixed: shapes, token budgets, the gate, the conditions.
 
 Chapter 6, *Growing the residual stream*. A :class:`GrowthRecipe` is one experiment: a small
-:class:`~anatomy_kit.growth.gpt.GPT` of width ``d_small`` is trained for ``steps_small`` steps, grown
+:class:`~anatomy_kit.width_growth.gpt.GPT` of width ``d_small`` is trained for ``steps_small`` steps, grown
 to ``d_large`` by each :class:`Condition`'s operator and expansion, and trained ``steps_grown``
 more; a cold-start model of width ``d_large`` trains ``steps_small + steps_grown`` steps on the
 same token stream (equal tokens). A multi-stage chain grows through ``ms_widths`` with
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from anatomy_kit.growth.gpt import GPT, GPTConfig
-from anatomy_kit.growth.srio import OPERATORS
-from anatomy_kit.growth.expansion import EXPANSIONS
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig
+from anatomy_kit.width_growth.srio import OPERATORS
+from anatomy_kit.width_growth.expansion import EXPANSIONS
 from anatomy_kit.validate import AnatomyKitError, check_choice, check_int, check_positive
 
 __all__ = ["Condition", "CONDITIONS", "FULL_RECIPE", "KEY_CONDITIONS", "GrowthRecipe", "gpt_config", "param_count",

@@ -1,7 +1,7 @@
 """Chapter 6's grid: train small → grow → continue, per condition and paired seed, and a multi-stage chain.
 
 Chapter 6, *Growing the residual stream*. :func:`grid_jobs` lists every training run of a
-:class:`~anatomy_kit.growth.recipe.GrowthRecipe` as a :class:`GrowthJob` (a builder, a
+:class:`~anatomy_kit.width_growth.recipe.GrowthRecipe` as a :class:`GrowthJob` (a builder, a
 ``TrainConfig``, the runs it starts from); :func:`run_jobs` trains them in dependency waves, each
 wave one :func:`anatomy_kit.lm.train_many` call (runs side by side in worker processes), every run
 into its own checkpoint folder under ``root``, so a rerun resumes and a finished grid only
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from anatomy_kit.growth.recipe import CONDITIONS, GrowthRecipe, param_count
-from anatomy_kit.growth.starts import START_FILE, fresh_model, grown_model
+from anatomy_kit.width_growth.recipe import CONDITIONS, GrowthRecipe, param_count
+from anatomy_kit.width_growth.starts import START_FILE, fresh_model, grown_model
 from anatomy_kit.lm.batches import batch_indices, rows_of
 from anatomy_kit.lm.pool import train_many
 from anatomy_kit.lm.shards import current_shard

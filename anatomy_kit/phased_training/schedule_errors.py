@@ -1,6 +1,6 @@
 """The named errors of a growth schedule (paper 1; chapter 3): one class per kind of mistake.
 
-Raised by :mod:`anatomy_kit.growth.phases` when a schedule checks itself; importable from there.
+Raised by :mod:`anatomy_kit.phased_training.phases` when a schedule checks itself; importable from there.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from anatomy_kit.growth import lrio, srio
-from anatomy_kit.growth.gpt import GPT, GPTConfig, set_gate
-from anatomy_kit.growth.recipe import CONDITIONS, Condition
+from anatomy_kit.width_growth import lrio, srio
+from anatomy_kit.width_growth.gpt import GPT, GPTConfig, set_gate
+from anatomy_kit.width_growth.recipe import CONDITIONS, Condition
 from anatomy_kit.lm.checkpoint import load_trained
 from anatomy_kit.validate import AnatomyKitError, check_choice
 
