@@ -96,3 +96,107 @@ def test_bpe_tokenizer_never_sees_eval_text():
     tok = data.bpe_tokenizer(corpus, vocab_size=400)
     assert len(tok.tokenize(" ghfmbpl")) == 1
     assert len(tok.tokenize(" zqxwvkj")) > 2
+
+
+# --- the offline corpus without `datasets`: the same documents, blocks and token files as through it ----------
+
+@pytest.fixture(scope="module")
+def through_datasets():
+    """The offline corpus as the kit built it through ``datasets`` before it read it directly:
+    ``datasets.Dataset.from_dict`` of the topics in sorted key order (computed here from ``pydoc_data``)."""
+    import datasets
+    from pydoc_data.topics import topics
+
+    ids = sorted(topics)
+    return datasets.Dataset.from_dict({"id": ids, "text": [topics[k] for k in ids]})
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer(tmp_path_factory):
+    """SmolLM2's real tokenizer (committed stand-in files): the tokenizer of the GPU check's token file."""
+    import standins
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(standins.smollm2_folder(tmp_path_factory.mktemp("smollm2")))
+
+
+def test_the_offline_corpus_read_directly_is_the_datasets_corpus_document_for_document(through_datasets):
+    docs = data.load_corpus("python-docs")
+    assert isinstance(docs, data.Documents) and len(docs) == len(through_datasets) == 79
+    assert docs["id"] == list(through_datasets["id"]) and docs["text"] == list(through_datasets["text"])
+    few = data.load_corpus("python-docs", max_documents=10)
+    assert few["id"] == list(through_datasets["id"])[:10] and few["text"] == list(through_datasets["text"])[:10]
+    picked = docs.select([5, 2, 70])                                  # chapter 6's docs.select, in the order given
+    assert picked == data.Documents(*(list(c) for c in zip(*[(through_datasets[i]["id"], through_datasets[i]["text"])
+                                                             for i in (5, 2, 70)])))
+
+
+@pytest.mark.parametrize("eval_percent", [15, 50])
+def test_token_blocks_of_the_offline_corpus_are_those_of_the_datasets_corpus(through_datasets, smollm2_tokenizer,
+                                                                          eval_percent):
+    args = dict(block_size=64, n_train=1, n_eval=1, eval_percent=eval_percent)
+    probe = data.token_blocks(smollm2_tokenizer, through_datasets, **args)      # every block each split holds
+    args.update(n_train=probe.available_train, n_eval=probe.available_eval)
+    old = data.token_blocks(smollm2_tokenizer, through_datasets, **args)
+    new = data.token_blocks(smollm2_tokenizer, "python-docs", **args)
+    assert new.available_train == old.available_train and new.available_eval == old.available_eval
+    assert (old.available_train + old.available_eval) * 64 > 100_000      # the whole corpus (about 113,000 tokens)
+    assert torch.equal(new.train, old.train) and torch.equal(new.eval, old.eval)
+
+
+def test_the_token_file_of_the_offline_corpus_is_the_one_datasets_map_wrote(through_datasets, smollm2_tokenizer,
+                                                                           tmp_path):
+    """Byte for byte: the file the kit wrote with ``Dataset.map(batched=True)`` before, and the one it writes now
+    (in one process and in two worker processes)."""
+    from anatomy_kit.data import tokenfile
+
+    eos = smollm2_tokenizer.eos_token_id
+    mapped = through_datasets.map(tokenfile._tokenise_batch, batched=True, batch_size=1000,
+                                  fn_kwargs={"tokenizer": smollm2_tokenizer, "eos": eos, "eval_percent": 15},
+                                  remove_columns=through_datasets.column_names)
+    old = data.write_token_file(tmp_path / "old", ((r["split"], r["ids"]) for r in mapped), corpus="python-docs",
+                                tokenizer_name="smol", vocab_size=len(smollm2_tokenizer), eos_token_id=eos)
+    for folder, num_proc, batch_size in (("new", None, 1000), ("parallel", 2, 7)):
+        new = data.build_token_file(data.load_corpus("python-docs"), smollm2_tokenizer, tmp_path / folder,
+                                    corpus_name="python-docs", tokenizer_name="smol", num_proc=num_proc,
+                                    batch_size=batch_size)
+        assert new.manifest["sha256"] == old.manifest["sha256"] and new.manifest["tokens"] == old.manifest["tokens"]
+    assert old.manifest["tokens"]["train"] > 90_000
+
+
+def test_the_offline_data_path_needs_no_datasets_and_a_hub_corpus_says_it_does(monkeypatch, tokenizer, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)                 # `import datasets` now raises ImportError
+    docs = data.load_corpus("python-docs", max_documents=30)
+    blocks = data.token_blocks(tokenizer, docs, block_size=32, n_train=2, n_eval=1)
+    tf = data.build_token_file(docs, tokenizer, tmp_path / "tf", corpus_name="python-docs", tokenizer_name="tiny")
+    bpe = data.bpe_tokenizer(docs.select(range(20)), 300)
+    assert blocks.train.shape == (2, 32) and tf.n_tokens("train") > 0 and len(bpe) == 300
+    for call in (lambda: data.load_corpus("fineweb-edu", max_documents=3), lambda: data.hub_stream("openwebtext"),
+                 lambda: data.stream_token_file("wikitext-103", tokenizer, tmp_path / "s", max_tokens=10)):
+        with pytest.raises(AnatomyKitError, match=r"streams from the hub through the `datasets` package, which is "
+                                                  r"not installed here: pip install datasets"):
+            call()
+
+
+def test_documents_refuse_what_is_not_a_corpus():
+    with pytest.raises(AnatomyKitError, match="one id per text; got 2 ids and 1 texts"):
+        data.Documents(["a", "b"], ["x"])
+    with pytest.raises(AnatomyKitError, match=r"rows \[3\] are outside this corpus of 2 documents"):
+        data.Documents(["a", "b"], ["x", "y"]).select([0, 3])
+    with pytest.raises(AnatomyKitError, match="must have 'id' and 'text' columns.*got list"):
+        data.build_token_file([1, 2], None, "unused")
+    assert data.as_documents({"id": [1, 2], "text": ["x", "y"]}) == data.Documents(["1", "2"], ["x", "y"])
+
+
+def test_the_data_package_imports_without_datasets():
+    """Module level: no ``import datasets`` outside the hub functions (the lent GPU machine has none)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['datasets'] = None\n"
+            "from anatomy_kit import data\n"
+            "print(len(data.load_corpus('python-docs')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["79"], proc.stderr[-2000:]

@@ -38,7 +38,7 @@ def test_round_trip_keeps_every_document_in_order_and_splits_like_token_blocks(d
     # the train/eval split is token_blocks' split: the same flat stream, cut the same way
     blocks = data.token_blocks(tokenizer, docs, block_size=33, n_train=4, n_eval=1)
     assert np.array_equal(np.asarray(tf.tokens("train"))[:4 * 33].reshape(4, 33), blocks.train.numpy())
-    # datasets' parallel map gives byte-identical files
+    # tokenising in worker processes gives byte-identical files
     par = data.build_token_file(docs, tokenizer, tmp_path / "two", corpus_name="python-docs", tokenizer_name="tiny",
                                 num_proc=2, batch_size=7)
     assert par.manifest["sha256"] == tf.manifest["sha256"]
@@ -100,7 +100,9 @@ def test_uint16_when_the_vocabulary_fits_else_uint32(tmp_path):
 
 
 def test_a_streamed_corpus_stops_at_the_token_budget(docs, tokenizer, tmp_path):
-    stream = docs.to_iterable_dataset()
+    import datasets                                         # a hub corpus streams as an IterableDataset
+
+    stream = datasets.Dataset.from_dict({"id": docs["id"], "text": docs["text"]}).to_iterable_dataset()
     tf = data.build_token_file(stream, tokenizer, tmp_path / "s", corpus_name="python-docs", tokenizer_name="tiny",
                                max_tokens=3000, batch_size=4)
     train_docs = _expected(docs, tokenizer, "train")

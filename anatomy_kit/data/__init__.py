@@ -1,6 +1,7 @@
 """Text for the chapters (introduced in chapter 1): corpora, token blocks, tokenizers, token files.
 
-- :mod:`.corpora` – named corpora through Hugging Face ``datasets``, checked against the manifest;
+- :mod:`.corpora` – named corpora as :class:`Documents` (the offline one read directly, hub corpora
+  streamed through Hugging Face ``datasets``), checked against the manifest;
 - :mod:`.blocks` – fixed-length token blocks, split train/eval by document;
 - :mod:`.tokenizers` – a small byte-level BPE trained on the train documents only;
 - :mod:`.tokenfile` – a corpus tokenised once into flat ``uint16``/``uint32`` files with a manifest,
@@ -8,10 +9,10 @@
 """
 
 from .blocks import TokenBlocks, is_eval_document, token_blocks
-from .corpora import corpus_sha256, hub_stream, load_corpus, python_docs_text
+from .corpora import Documents, as_documents, corpus_sha256, hub_stream, load_corpus, python_docs_text
 from .tokenfile import TokenFile, build_token_file, open_token_file, stream_token_file, write_token_file
 from .tokenizers import bpe_tokenizer
 
-__all__ = ["TokenBlocks", "is_eval_document", "token_blocks", "corpus_sha256", "hub_stream", "load_corpus",
-           "python_docs_text", "bpe_tokenizer", "TokenFile", "build_token_file", "open_token_file",
+__all__ = ["TokenBlocks", "is_eval_document", "token_blocks", "Documents", "as_documents", "corpus_sha256",
+           "hub_stream", "load_corpus", "python_docs_text", "bpe_tokenizer", "TokenFile", "build_token_file", "open_token_file",
            "stream_token_file", "write_token_file"]

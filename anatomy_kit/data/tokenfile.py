@@ -12,9 +12,10 @@ holding them in memory as int64 blocks, does not scale. A *token file* is a fold
 
 Documents go to train or eval by the same stable hash of their id as
 :func:`anatomy_kit.data.blocks.is_eval_document`, so a token file and :func:`token_blocks` split
-a corpus the same way. :func:`build_token_file` tokenises a ``datasets.Dataset`` in parallel
-(``Dataset.map(batched=True, num_proc=...)``) or an ``IterableDataset`` (a streamed hub corpus) up
-to a token budget; :func:`stream_token_file` streams a named hub corpus.
+a corpus the same way. :func:`build_token_file` tokenises :class:`~anatomy_kit.data.corpora.Documents`
+(or a ``datasets.Dataset``) batch by batch, in worker processes with ``num_proc``, or a stream of
+rows (a streamed hub corpus, ``datasets.IterableDataset``) up to a token budget;
+:func:`stream_token_file` streams a named hub corpus.
 
 :func:`open_token_file` checks the files against the manifest (size and sha256) and returns a
 :class:`TokenFile`; :meth:`TokenFile.windows` is a read-only ``(N, T+1)`` view of a split (a
@@ -29,13 +30,15 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..jsonio import read_json, require_fields, write_json
 from ..validate import AnatomyKitError, check_choice, check_int
 from .blocks import is_eval_document
+from .corpora import as_documents
 from ..checksums import sha256_of
 
 __all__ = ["TOKEN_FILE_FORMAT", "SPLITS", "TokenFile", "token_dtype", "build_token_file", "stream_token_file",
@@ -176,10 +179,51 @@ def write_token_file(folder: str | os.PathLike, documents: Iterable[tuple[str, A
 
 
 def _tokenise_batch(batch: dict, tokenizer, eos: int, eval_percent: int) -> dict:
-    """``Dataset.map`` function: ids (with EOS appended) and split of each document of a batch."""
+    """Ids (with EOS appended) and split of each document of a batch ``{"id": [...], "text": [...]}``."""
     ids = tokenizer(list(batch["text"]), add_special_tokens=False)["input_ids"]
     return {"ids": [x + [eos] for x in ids],
             "split": ["eval" if is_eval_document(str(i), eval_percent) else "train" for i in batch["id"]]}
+
+
+def _is_stream(corpus) -> bool:
+    """A stream of rows (an iterable without a length: a ``datasets.IterableDataset``, a generator), not a table."""
+    return isinstance(corpus, Iterable) and not isinstance(corpus, Mapping) and not hasattr(corpus, "__len__")
+
+
+def _batches(corpus, batch_size: int) -> Iterator[dict]:
+    """``{"id": [...], "text": [...]}`` batches of ``batch_size`` documents, in corpus order: slices of a
+    table (:func:`~anatomy_kit.data.corpora.as_documents`), or rows of a stream gathered as they come."""
+    if not _is_stream(corpus):
+        docs = as_documents(corpus)
+        for start in range(0, len(docs), batch_size):
+            yield {"id": docs.ids[start:start + batch_size], "text": docs.texts[start:start + batch_size]}
+        return
+    batch: dict[str, list] = {"id": [], "text": []}
+    for row in corpus:
+        batch["id"].append(row["id"])
+        batch["text"].append(row["text"])
+        if len(batch["id"]) == batch_size:
+            yield batch
+            batch = {"id": [], "text": []}
+    if batch["id"]:
+        yield batch
+
+
+def _tokenised(corpus, batch_size: int, num_proc: int | None, **kwargs) -> Iterator[tuple[str, list[int]]]:
+    """``(split, ids)`` of every document in corpus order. ``num_proc`` > 1 tokenises a table's batches in
+    worker processes (a stream is read in this process, so that a token budget stops it early)."""
+    batches = _batches(corpus, batch_size)
+    if num_proc is not None and num_proc > 1 and not _is_stream(corpus):
+        from concurrent.futures import ProcessPoolExecutor
+        from functools import partial
+
+        with ProcessPoolExecutor(max_workers=num_proc) as pool:         # map keeps the batches' order
+            for out in pool.map(partial(_tokenise_batch, **kwargs), batches):
+                yield from zip(out["split"], out["ids"])
+        return
+    for batch in batches:
+        out = _tokenise_batch(batch, **kwargs)
+        yield from zip(out["split"], out["ids"])
 
 
 def _tokenizer_facts(tokenizer, tokenizer_name: str | None) -> tuple[str, int, int]:
@@ -195,22 +239,25 @@ def build_token_file(corpus: Any, tokenizer, folder: str | os.PathLike, *, corpu
                      batch_size: int = 1000, max_tokens: int | None = None) -> TokenFile:
     """Tokenise ``corpus`` once into a token file at ``folder`` and return it opened (chapter 5).
 
-    ``corpus``: a ``datasets.Dataset`` or ``IterableDataset`` with ``id`` and ``text`` columns
-    (:func:`anatomy_kit.data.load_corpus` makes one), or a corpus name. A ``Dataset`` is tokenised
-    by ``Dataset.map(batched=True, num_proc=num_proc)`` (``None``: one process; documents keep their
-    order whatever the process count), an ``IterableDataset`` batch by batch as it streams.
-    ``max_tokens`` stops once the train split holds that many tokens. If ``folder`` already holds
-    a complete token file of the same corpus, tokenizer and split, it is opened instead.
+    ``corpus``: :class:`~anatomy_kit.data.corpora.Documents` (:func:`anatomy_kit.data.load_corpus` makes
+    one), any table with ``id`` and ``text`` columns (a ``datasets.Dataset``), a stream of ``{"id", "text"}``
+    rows (a ``datasets.IterableDataset``: a streamed hub corpus), or a corpus name. Documents are tokenised
+    ``batch_size`` at a time, in ``num_proc`` worker processes when it is above 1 (``None``: this process;
+    documents keep their order whatever the process count). ``max_tokens`` stops once the train split
+    holds that many tokens. If ``folder`` already holds a complete token file of the same corpus,
+    tokenizer and split, it is opened instead.
     """
-    import datasets
-
     from .corpora import load_corpus
 
     if isinstance(corpus, str):
         corpus_name = corpus_name or corpus
         corpus = load_corpus(corpus)
+    if not _is_stream(corpus):
+        corpus = as_documents(corpus)                  # a table without id and text columns: refused here
     check_int("eval_percent", eval_percent, minimum=1, maximum=99)
     check_int("batch_size", batch_size, minimum=1)
+    if num_proc is not None:
+        check_int("num_proc", num_proc, minimum=1)
     if max_tokens is not None:
         check_int("max_tokens", max_tokens, minimum=1)
     name, vocab, eos = _tokenizer_facts(tokenizer, tokenizer_name)
@@ -218,20 +265,7 @@ def build_token_file(corpus: Any, tokenizer, folder: str | os.PathLike, *, corpu
     existing = _reusable(folder, corpus_name, name, vocab, eval_percent, max_tokens)
     if existing is not None:
         return existing
-    kwargs = {"tokenizer": tokenizer, "eos": eos, "eval_percent": eval_percent}
-    if isinstance(corpus, datasets.IterableDataset):
-        mapped = corpus.map(_tokenise_batch, batched=True, batch_size=batch_size, fn_kwargs=kwargs,
-                            remove_columns=list(corpus.column_names or []) or None)
-    elif isinstance(corpus, datasets.Dataset):
-        if num_proc is not None:
-            check_int("num_proc", num_proc, minimum=1)
-        mapped = corpus.map(_tokenise_batch, batched=True, batch_size=batch_size, fn_kwargs=kwargs,
-                            num_proc=num_proc if num_proc and num_proc > 1 else None,
-                            remove_columns=corpus.column_names, desc="tokenising")
-    else:
-        raise AnatomyKitError(f"corpus must be a datasets.Dataset, an IterableDataset or a corpus name; got "
-                              f"{type(corpus).__name__}")
-    docs = ((row["split"], row["ids"]) for row in mapped)
+    docs = _tokenised(corpus, batch_size, num_proc, tokenizer=tokenizer, eos=eos, eval_percent=eval_percent)
     return write_token_file(folder, docs, corpus=corpus_name, tokenizer_name=name, vocab_size=vocab,
                             eos_token_id=eos, eval_percent=eval_percent, max_tokens=max_tokens)
 
