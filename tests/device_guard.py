@@ -12,36 +12,53 @@ reads values keeps working), and raises :class:`DeviceMixError` where PyTorch on
   or not (only host 0-dim *operands* mix; the target's device is the op's device);
 - indexing with an index tensor on another accelerator, or indexing a host tensor with an
   accelerator index (an accelerator tensor indexed by a host index is allowed, as on CUDA);
-- ``.numpy()`` / ``np.asarray`` of an accelerator tensor.
+- ``.numpy()`` / ``np.asarray`` of an accelerator tensor;
+- a random op whose generator sits on another device than the tensor it fills or samples
+  (``torch.randn(..., generator=torch.Generator(), device=dev)``, ``x.normal_(generator=g)``,
+  ``torch.multinomial(p, n, generator=g)``): CUDA's "Expected a 'cuda' device type for generator".
+
+Tensors are found in an op's arguments and results inside lists, tuples (named ones included) and
+dicts, nested (a function that returns ``{"loss": t}`` labels ``t`` where the op ran).
 
 ``.item()``, ``.tolist()``, ``.cpu()``, ``.to(...)`` and ``copy_`` move values across devices, as they do
 on CUDA. Labels live with the storage (views share their base's label; ``param.data = x`` takes
-``x``'s), weakly, so a freed storage forgets its label.
+``x``'s), as an attribute of the storage's Python object, so a freed storage forgets its label.
 
 **The stand-in accelerators** are CPU devices with an index: ``torch.device("cpu", k)`` for k ≥ 1
 is accelerator k (PyTorch accepts such a device on the CPU and computes there). A tensor placed
 with it, created from an accelerator tensor, or a parameter of a module moved there is labelled k,
 and its ``.device`` answers ``cpu:k`` so that code placing new tensors "where the model is" follows.
-Two stand-in accelerators (``cpu:1`` and ``cpu:2``) test a model split across GPUs.
+Two stand-in accelerators (``cpu:1`` and ``cpu:2``) test a model split across GPUs. Inside the guard,
+``torch.Generator(device="cpu:k")`` is a generator of accelerator k (:class:`LabelledGenerator`;
+PyTorch would drop the index).
+
+**Threads:** a mode applies to the thread that entered it. :func:`install` and :func:`guarded` make
+every thread started afterwards enter the same guard (``Thread.start`` wraps the thread's ``run``);
+threads started before them, and threads PyTorch or a library runs in C++ (autograd's backward,
+intra-op pools, tokenizers), are not seen: their ops are PyTorch's own, not the kit's.
+Subprocesses (``torchrun`` workers, a multiprocessing pool) run without the guard unless they install it.
 
 :func:`install` enters the guard for the rest of a process (a notebook kernel) and makes the kit's
-``resolve_device("cpu")`` answer ``cpu:1``, so that a chapter run with ``device="cpu"`` places what
-a GPU run places on the accelerator. :func:`kernel_startup` writes the IPython startup file that
-does so in a papermill kernel (``tests/test_full_path.py``).
+``resolve_device("cpu")`` answer ``cpu:1`` (in every module of the kit that imported it), so that a
+chapter run with ``device="cpu"`` places what a GPU run places on the accelerator; :func:`guarded`
+does the same for a ``with`` block and undoes it. :func:`kernel_startup` writes the IPython startup
+file that installs it in a papermill kernel (``tests/test_full_path.py``, the book's smoke build).
 """
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import sys
+import threading
 from pathlib import Path
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
 
 HOST = 0
 META = -1
+_LABEL = "_device_guard_label"        # the attribute of a storage's Python object that holds its label
 
 #: Ops that only read metadata, hooks or storage identity: no device rule applies.
 _NO_RULE = {
@@ -77,15 +94,65 @@ def _name(label: int) -> str:
     return "host" if label == HOST else f"accelerator {label}"
 
 
+def _walk(x, depth: int = 0):
+    """Tensors inside ``x``: itself, or nested in lists, tuples (named ones too) and dicts."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif depth < 4 and isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _walk(v, depth + 1)
+    elif depth < 4 and isinstance(x, dict):
+        for v in x.values():
+            yield from _walk(v, depth + 1)
+
+
 def _tensors(args, kwargs):
-    """Tensors among the arguments, one level into lists and tuples."""
+    """Tensors among the arguments, nested in lists, tuples and dicts."""
     out = []
-    for a in (*args, *(kwargs or {}).values()):
+    for a in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(a, torch.Tensor):
             out.append(a)
-        elif isinstance(a, (list, tuple)):
-            out.extend(x for x in a if isinstance(x, torch.Tensor))
+        elif isinstance(a, (list, tuple, dict)):
+            out.extend(_walk(a))
     return out
+
+
+class _GeneratorMeta(type(torch.Generator)):
+    def __instancecheck__(cls, obj):                  # a plain torch.Generator is one too
+        return isinstance(obj, _BaseGenerator)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _BaseGenerator)
+
+
+_BaseGenerator = torch._C.Generator                 # torch.Generator, whatever it is patched to
+
+
+class LabelledGenerator(_BaseGenerator, metaclass=_GeneratorMeta):
+    """``torch.Generator`` inside the guard: ``device="cpu:k"`` makes a generator of accelerator k."""
+
+    def __new__(cls, device="cpu"):
+        dev = torch.device(device)
+        self = super().__new__(cls, device="cpu" if dev.type == "cpu" else dev)
+        self.guard_label = device_label(dev) if dev.type == "cpu" else HOST
+        return self
+
+    @property
+    def device(self):
+        label = getattr(self, "guard_label", HOST)
+        return torch.device("cpu", label) if label not in (HOST, META) else _BaseGenerator.device.__get__(self)
+
+
+def generator_label(g) -> int:
+    """The device a generator draws for: :data:`HOST` for a plain ``torch.Generator``."""
+    return getattr(g, "guard_label", HOST)
+
+
+def _generator(args, kwargs):
+    g = kwargs.get("generator")
+    if g is None:
+        g = next((a for a in args if isinstance(a, _BaseGenerator)), None)
+    return g
 
 
 def _where() -> str:
@@ -110,43 +177,62 @@ class DeviceGuard(TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self._labels: dict[int, tuple[StorageWeakRef, int]] = {}
-        self._sweep_at = 4096                   # forget freed storages when the table reaches this size
         self.n_ops = 0
 
-    # --- labels ---------------------------------------------------------------------------------
-    def label(self, t: torch.Tensor) -> int:
+    # --- labels: an attribute of the storage's Python object, which PyTorch keeps as long as the storage -----
+    @staticmethod
+    def label(t: torch.Tensor) -> int:
         try:
-            storage = t.untyped_storage()
+            return t.untyped_storage().__dict__.get(_LABEL, HOST)
         except Exception:                       # noqa: BLE001 - a tensor without storage is the host's
             return HOST
-        entry = self._labels.get(storage._cdata)
-        if entry is None or entry[0].expired():
-            return HOST
-        return entry[1]
 
-    def mark(self, t: torch.Tensor, label: int) -> None:
+    @staticmethod
+    def mark(t: torch.Tensor, label: int) -> None:
         try:
             storage = t.untyped_storage()
         except Exception:                       # noqa: BLE001
             return
         if label == HOST:
-            self._labels.pop(storage._cdata, None)
+            storage.__dict__.pop(_LABEL, None)
         else:
-            self._labels[storage._cdata] = (StorageWeakRef(storage), label)
-        if len(self._labels) > self._sweep_at:  # amortised: the threshold doubles with what stays alive
-            self._labels = {k: v for k, v in self._labels.items() if not v[0].expired()}
-            self._sweep_at = max(4096, 2 * len(self._labels))
+            storage.__dict__[_LABEL] = label
 
     def _mark_all(self, out, label: int) -> None:
         if label == HOST:
             return
         if isinstance(out, torch.Tensor):
             self.mark(out, label)
-        elif isinstance(out, (list, tuple)):
-            for x in out:
-                if isinstance(x, torch.Tensor):
-                    self.mark(x, label)
+        elif isinstance(out, (list, tuple, dict)):
+            for t in _walk(out):
+                self.mark(t, label)
+
+    def _check_generator(self, name: str, args, kwargs, op_label: int) -> None:
+        g = _generator(args, kwargs)
+        if g is None or op_label == META or generator_label(g) == op_label:
+            return
+        self._fail(f"{name}: a generator of {_name(generator_label(g))} draws for a tensor on {_name(op_label)} "
+                   "(CUDA: Expected a 'cuda' device type for generator; make it with torch.Generator(device=...))")
+
+    # --- entering: torch.Generator becomes LabelledGenerator while any thread is inside a guard -----------
+    _entered = 0
+    _lock = threading.Lock()
+
+    def __enter__(self):
+        with DeviceGuard._lock:
+            if DeviceGuard._entered == 0:
+                torch.Generator = LabelledGenerator
+            DeviceGuard._entered += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            with DeviceGuard._lock:
+                DeviceGuard._entered -= 1
+                if DeviceGuard._entered == 0:
+                    torch.Generator = _BaseGenerator
 
     def _fail(self, what: str) -> None:
         raise DeviceMixError(f"{what} (device guard: a CUDA run raises here; {_where()})")
@@ -234,6 +320,7 @@ class DeviceGuard(TorchFunctionMode):
             label = device_label(device)
             if label == META:
                 return func(*args, **kwargs)
+            self._check_generator(name, args, kwargs, label)
             if label != HOST:
                 kwargs = {**kwargs, "device": torch.device("cpu")}
             out = func(*args, **kwargs)
@@ -259,20 +346,19 @@ class DeviceGuard(TorchFunctionMode):
             into = f" into a {_name(self.label(target))} tensor" if target is not None else ""
             self._fail(f"{name}{into}: expected all tensors on one device, found {_name(where[0])} "
                        f"and {_name(where[1])}")
+        op_label = self.label(target) if target is not None else next(iter(labels), HOST)
+        self._check_generator(name, args, kwargs, op_label)
         out = func(*args, **kwargs)
         if labels:
             self._mark_all(out, labels.pop())
         return out
 
 
-def install(stamp: str | None = None) -> DeviceGuard:
-    """Enter a guard for the rest of this process and make ``resolve_device("cpu")`` give accelerator 1.
-
-    ``stamp``: a file written once the guard is in place, so that a test can tell it ran.
-    """
+def _patched_resolve_device():
+    """``resolve_device`` that answers ``cpu:1`` for the CPU, and the kit's modules that hold the original."""
     from anatomy_kit.hf import models
 
-    resolve = models.resolve_device
+    resolve = getattr(models.resolve_device, "__wrapped__", models.resolve_device)
 
     def resolve_device(device: str) -> torch.device:
         if isinstance(device, str) and device.startswith("cpu:"):
@@ -281,11 +367,65 @@ def install(stamp: str | None = None) -> DeviceGuard:
         return torch.device("cpu", 1) if dev.type == "cpu" else dev
 
     resolve_device.__doc__ = resolve.__doc__
-    models.resolve_device = resolve_device
+    resolve_device.__wrapped__ = resolve
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("anatomy_kit") and getattr(m, "resolve_device", None) is resolve]
+    return resolve_device, resolve, holders
+
+
+_thread_start = threading.Thread.start
+
+
+def _guarding_start(guard: "DeviceGuard"):
+    def start(self, *args, **kwargs):
+        run = self.run
+
+        def guarded_run():
+            with guard:
+                run()
+
+        self.run = guarded_run
+        return _thread_start(self, *args, **kwargs)
+
+    return start
+
+
+@contextlib.contextmanager
+def guarded():
+    """A :class:`DeviceGuard` for a ``with`` block, as :func:`install` sets it up for a process: the kit's
+    ``resolve_device("cpu")`` gives accelerator 1 and new threads enter the guard; all undone at the end."""
+    resolve_device, original, holders = _patched_resolve_device()
+    guard = DeviceGuard()
+    for m in holders:
+        m.resolve_device = resolve_device
+    threading.Thread.start = _guarding_start(guard)
+    try:
+        with guard:
+            yield guard
+    finally:
+        threading.Thread.start = _thread_start
+        for m in list(sys.modules.values()):      # modules imported inside the block took the patched one too
+            if getattr(m, "resolve_device", None) is resolve_device:
+                m.resolve_device = original
+
+
+def install(stamp: str | None = None) -> DeviceGuard:
+    """Enter a guard for the rest of this process, make ``resolve_device("cpu")`` give accelerator 1 in
+    every module of the kit that holds it (and in those imported later), and guard every thread started later.
+
+    ``stamp``: a file that gets one line once the guard is in place, so that a test can tell it ran (and how often).
+    """
+    resolve_device, _, holders = _patched_resolve_device()
+    from anatomy_kit.hf import models
+
+    for m in {models, *holders}:
+        m.resolve_device = resolve_device
     guard = DeviceGuard()
     guard.__enter__()
+    threading.Thread.start = _guarding_start(guard)
     if stamp:
-        Path(stamp).write_text("installed")
+        with open(stamp, "a") as f:             # one line per process that installed it
+            f.write("installed\n")
     return guard
 
 
@@ -332,3 +472,13 @@ def split_over_accelerators(model: torch.nn.Module, boundary: int) -> None:
         module.register_forward_pre_hook(
             (lambda d: lambda m, args, kwargs: (_moved(args, d), {k: _moved(v, d) for k, v in kwargs.items()}))(device),
             with_kwargs=True)
+
+
+if __name__ == "__main__":                  # python tests/device_guard.py --startup DIR (the Makefile's book build)
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write an IPython profile whose kernels install the device guard.")
+    ap.add_argument("--startup", type=Path, required=True, help="the IPYTHONDIR to write (its stamp is removed)")
+    folder = ap.parse_args().startup.resolve()
+    (folder / STAMP).unlink(missing_ok=True)
+    print(kernel_startup(folder)["IPYTHONDIR"])

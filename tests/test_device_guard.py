@@ -150,3 +150,81 @@ def test_a_device_that_is_not_a_cpu_is_rejected_by_name():
     with pytest.raises(ValueError, match="cuda"):
         device_label("cuda")
     assert device_label("cpu") == HOST and device_label("cpu:2") == 2 and device_label("meta") == META
+
+
+def test_a_cpu_generator_drawing_for_an_accelerator_tensor_raises_and_one_of_its_device_passes():
+    """CUDA: ``Expected a 'cuda' device type for generator but found 'cpu'`` for factories, in-place fills and sampling."""
+    with DeviceGuard() as guard:
+        host_gen, acc_gen = torch.Generator().manual_seed(0), torch.Generator(device=ACC).manual_seed(0)
+        assert host_gen.device == torch.device("cpu") and acc_gen.device == ACC
+        assert isinstance(torch.default_generator, torch.Generator)        # plain generators still are generators
+        with pytest.raises(DeviceMixError, match="generator of host draws for a tensor on accelerator 1"):
+            torch.randn(3, device=ACC, generator=host_gen)
+        with pytest.raises(DeviceMixError, match="normal_"):
+            torch.empty(3, device=ACC).normal_(generator=host_gen)
+        with pytest.raises(DeviceMixError, match="multinomial"):
+            torch.multinomial(torch.ones(4, device=ACC), 2, generator=host_gen)
+        with pytest.raises(DeviceMixError, match="generator of accelerator 1 draws for a tensor on host"):
+            torch.randperm(5, generator=acc_gen)
+        x = torch.randn(3, device=ACC, generator=acc_gen)
+        assert guard.label(x) == 1
+        assert guard.label(torch.multinomial(x.abs(), 2, generator=acc_gen)) == 1
+        assert torch.randn(3, generator=host_gen).device == torch.device("cpu")
+    assert torch.Generator is torch._C.Generator                            # restored on leaving
+
+
+def _summary(x: torch.Tensor) -> dict:
+    """A function that takes part in ``__torch_function__`` and returns a dict (as library functions may)."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(_summary, (x,), x)
+    return {"total": {"sum": x.sum()}, "parts": [x * 2]}
+
+
+def test_results_inside_a_returned_dict_are_labelled_where_the_op_ran():
+    with DeviceGuard() as guard:
+        out = _summary(torch.ones(3, device=ACC))
+        assert guard.label(out["total"]["sum"]) == 1 and guard.label(out["parts"][0]) == 1
+        with pytest.raises(DeviceMixError, match="expected all tensors on one device"):
+            out["parts"][0] + torch.ones(3)
+        with pytest.raises(DeviceMixError, match="numpy"):
+            out["total"]["sum"].numpy()
+        assert (out["parts"][0] + torch.ones(3, device=ACC)).device == ACC
+
+
+def test_tensors_nested_in_an_ops_arguments_are_checked():
+    with DeviceGuard():
+        a, h = torch.ones(2, device=ACC), torch.ones(2)
+        with pytest.raises(DeviceMixError):
+            torch.block_diag(*[a, h])
+        with pytest.raises(DeviceMixError):
+            torch.einsum("i,i->", [a, h])                                    # a list argument
+        assert torch.einsum("i,i->", [a, a]).device == ACC
+
+
+def test_guarded_reaches_new_threads_and_the_kits_device_choice_and_undoes_both():
+    import threading
+
+    import device_guard
+    from anatomy_kit.card import loading
+    from anatomy_kit.hf import models
+
+    original = models.resolve_device
+    errors = []
+
+    def mix():
+        try:
+            torch.ones(2, device=ACC) + torch.ones(2)
+        except DeviceMixError as err:
+            errors.append(err)
+
+    with device_guard.guarded():
+        assert models.resolve_device("cpu") == ACC and loading.resolve_device("auto") == ACC
+        thread = threading.Thread(target=mix)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1 and "found host and accelerator 1" in str(errors[0])
+    assert models.resolve_device is original and loading.resolve_device is original
+    thread = threading.Thread(target=mix)                                    # outside: nothing is checked
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
