@@ -22,15 +22,21 @@ def corpus(tmp_path_factory):
 
 def test_card_command_writes_the_card_and_a_pruned_model(saved_tiny_model, corpus, tmp_path, capsys,
                                                           one_torch_thread, monkeypatch):
+    """Under the CPU device guard, as on a GPU: ``--device cpu`` places the model on the stand-in accelerator and
+    any device mix-up of the card, ``--save-pruned`` or ``--heal`` raises as CUDA would (tests/device_guard.py)."""
+    import device_guard
     from test_card_parts import mergekit_resolves
 
     out, pruned = tmp_path / "card", tmp_path / "pruned"
     monkeypatch.chdir(saved_tiny_model.parent)                     # the model typed as a relative folder
-    rc = main(["card", f"./{saved_tiny_model.name}", "--corpus", corpus, *SIZES, "-K", "2", "--ffn-budget", "60%",
-               "--out", str(out), "--save-pruned", "2", str(pruned)])
+    with device_guard.guarded() as guard:
+        rc = main(["card", f"./{saved_tiny_model.name}", "--corpus", corpus, *SIZES, "-K", "2", "--ffn-budget",
+                   "60%", "--out", str(out), "--save-pruned", "2", str(pruned), "--heal", "1"])
     monkeypatch.chdir(tmp_path)
     printed = capsys.readouterr().out
-    assert rc == 0
+    assert rc == 0 and guard.n_ops > 10_000                        # the guard saw the card's work
+    heal = json.loads((out / "heal.json").read_text())
+    assert heal["steps"] == 1 and set(heal["by_k"]) == set(json.loads((out / "drop_list.json").read_text())["recommended"])
     for name in ("card.html", "card.md", "card.json", "card.schema.json", "widths.json", "drop_list.json",
                  "mergekit/passthrough_k2.yaml", "figures/pruning.png"):
         assert (out / name).is_file(), name

@@ -228,7 +228,7 @@ def _heal(args, card, out: Path, lines: list) -> None:
     dev = next(loaded.model.parameters()).device
     evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(train, s["batch_size"], dev)
     base = block_nll(loaded.model, evals)                 # the intact model's, on the same blocks
-    n = np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).numpy() for b in evals]).astype(float)
+    n = np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).cpu().numpy() for b in evals]).astype(float)
     results = {}
     for k, e in sorted(card.doc["pruning"]["recommended"].items(), key=lambda kv: int(kv[0])):
         h = heal_pruned(loaded.model, e["layers"], calib, evals, steps=args.heal, base_rows=base, n_targets=n,
