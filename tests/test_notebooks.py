@@ -33,6 +33,26 @@ def test_chapter_is_paired_and_has_no_outputs(entry):
     assert "md:myst" in text.metadata["jupytext"]["formats"]
 
 
+def _registered_kernel() -> str:
+    import re
+
+    names = set(re.findall(r"ipykernel install [^\n`]*--name ([\w-]+)", (ROOT / "README.md").read_text()))
+    names |= set(re.findall(r"ipykernel install [^\n]*--name ([\w-]+)", (ROOT / "Makefile").read_text()))
+    assert len(names) == 1, f"the README and the Makefile register {sorted(names)}: one kernel name, please"
+    return names.pop()
+
+
+@pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
+def test_the_notebook_names_the_kernel_the_readme_registers_and_the_book_runs_its_own(entry):
+    """A hub opens a notebook with the kernel its kernelspec names (the one where the kit is installed); the
+    book's papermill run names its kernel itself (python3: the interpreter that runs it), whatever the file says."""
+    name = _registered_kernel()
+    md = ROOT / "notebooks" / entry["file"]
+    for path in (md, md.with_suffix(".ipynb")):
+        assert jupytext.read(path).metadata["kernelspec"]["name"] == name, path.name
+    assert to_notebook(md).metadata["kernelspec"]["name"] == "python3"
+
+
 #: Columns of code the book's page shows without scrolling (book/_static/anatomy.css sets the width).
 CODE_COLUMNS = 88
 
