@@ -2,22 +2,26 @@
 
     python benchmarks/gpu_check.py --part chapters --out chapters.json   # every chapter's full path on the GPU
     python benchmarks/gpu_check.py --part training --out training.json   # map, training, compile, resume, DDP/FSDP
-    python benchmarks/gpu_check.py --toy                                 # anywhere: both parts at toy sizes (CI)
+    python benchmarks/gpu_check.py --toy                                 # anywhere: both parts at toy sizes
+    python benchmarks/gpu_check.py --device-guard --part training        # on a CPU, as on a GPU (the rehearsal)
 
 The wheels a bare GPU machine lacks come from ``benchmarks/device_wheels.sh`` (README, "Checking a
-GPU first"). Every check runs through the kit's own code paths and never stops the others; each
-prints ONE line on stderr (``name: ok`` / ``name: FAILED (the exception)`` / ``name: skipped (why)``),
-and the JSON (the date, the device, the versions, every check so far: :func:`report`) is rewritten
-to ``--out`` after every check, so a command cut off by a time limit keeps what finished.
-``--budget-s`` skips the checks that would start after it. The last JSON is also printed on
-stdout; the exit status is non-zero if a check failed.
+GPU first"); ``benchmarks/rehearse.py`` recreates such a machine on a CPU and runs both commands
+there (CI does, at toy size). Every check runs through the kit's own code paths and never stops
+the others; each prints ONE line on stderr (``name: ok`` / ``name: FAILED (the exception)`` /
+``name: skipped (why)``), and the JSON (the date, the device, the versions, what the carried wheels
+need of the machine's packages, every check so far: :func:`report`) is written at the start and
+rewritten after every check and every chapter, so a command cut off by a time limit keeps what
+finished. ``--budget-s`` skips the checks and chapters that would start after it. The last JSON is
+also printed on stdout; the exit status is non-zero if a check failed.
 
 Models are *stand-ins*: SmolLM2-135M's real shape and tokenizer (``tests/standin_files/smollm2``)
 with random weights, and ``tests/standins.py``'s tiny models under the real hub ids.
 
 ``chapters``: every chapter's full path on the stand-ins with ``device="cuda"`` at the sizes
-``tests/test_full_path.py`` uses, ``chapter_jobs`` at a time (each kernel gets its own variables:
-:func:`anatomy_kit.book.runner.kernel_manager`). Without ``datasets`` the chapters read the Python
+``tests/test_full_path.py`` uses, ``chapter_jobs`` at a time, each chapter in a process of its own
+(papermill changes its process's working directory) with its own limit (``--chapter-timeout-s``),
+after which it is stopped and its entry says so. Without ``datasets`` the chapters read the Python
 docs instead of the hub corpora; without POT the chapters that compute Gromov–Wasserstein
 (:data:`NEEDS_POT`) are skipped, and the check says so.
 
@@ -37,9 +41,15 @@ docs instead of the hub corpora; without POT the chapters that compute Gromov–
    SmolLM2-shaped model split by ``device_map`` (layers 0–14 on the first GPU, the rest on the
    second); skipped with one.
 
+The token file the training checks read (the Python docs through SmolLM2's tokenizer) is built by
+the first check that needs it, so a failure there is that check's entry, not a command without JSON.
+
 ``--toy`` runs both parts on the CPU at toy sizes (a 4-layer map on 2 blocks of 32 tokens, the
 ``smoke`` decoder for 8 steps in float32, no compilation, no chapter unless ``--chapters`` names
-some): ``tests/test_gpu_check.py`` runs it in CI, so the script cannot rot where there is no GPU.
+some). ``--device-guard`` (toy sizes) puts the CPU device guard (``tests/device_guard.py``) in for
+the accelerator: the checks of this process run on the stand-in accelerator ``cpu:1`` and each
+chapter's kernel installs the guard, so every device mix-up CUDA would raise is raised here;
+``ddp`` and ``fsdp`` run in ``torchrun``'s worker processes on the host, unguarded.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -69,10 +80,10 @@ sys.path.insert(0, str(ROOT / "tests"))            # the stand-ins and the chapt
 SIZES = {
     "gpu": dict(map_blocks=64, map_block_size=256, map_batch=16, map_layers=None, preset="128M", vocab=50304,
                 steps=60, untimed=10, compiled_steps=60, compiled_untimed=20, batch_size=32, precision="bf16",
-                dist_steps=2, chapters="all", chapter_jobs=3),
+                dist_steps=2, chapters="all", chapter_jobs=3, chapter_timeout_s=300.0),
     "toy": dict(map_blocks=2, map_block_size=32, map_batch=2, map_layers=4, preset="smoke", vocab=49152, steps=8,
                 untimed=2, compiled_steps=0, compiled_untimed=0, batch_size=4, precision="fp32", dist_steps=4,
-                chapters="", chapter_jobs=1),
+                chapters="", chapter_jobs=2, chapter_timeout_s=300.0),
 }
 MEMORY_BAND = (0.75, 1.25)      # measured peak / estimate
 PARTS = {"chapters": ("chapters",),
@@ -153,17 +164,23 @@ def token_file(folder: Path, tokenizer_folder: Path):
                                  tokenizer_name="SmolLM2 (committed stand-in files)")
 
 
-# --- chapters: every chapter's full path on the stand-ins ----------------------------------------------------
+# --- chapters: every chapter's full path on the stand-ins, one process each -----------------------------------
 
-def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Path) -> dict:
-    """Each chapter at ``scale="full"`` on the stand-ins, ``jobs`` at a time; one entry per chapter."""
+def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Path, *, timeout_s: float = 300.0,
+                  deadline: float | None = None, guard: bool = False, on_entry=None) -> dict:
+    """Each chapter at ``scale="full"`` on the stand-ins in a process of its own, ``jobs`` at a time.
+
+    One process per chapter (:func:`run_chapter_process`): papermill changes its process's working
+    directory, so chapters never share one, and a chapter that hangs is killed at its own limit
+    (``timeout_s``, or what is left before ``deadline``, a ``time.monotonic()`` value) without taking
+    the others with it. Each chapter's entry is made when it ends and handed to ``on_entry(name,
+    entry)`` (the caller rewrites its JSON there); a chapter that would start after ``deadline`` is
+    skipped by name. ``guard``: the CPU device guard stands in for the accelerator in each kernel.
+    """
     if not names:
         return skipped("no chapter named (--chapters)")
     import standins
     from test_full_path import FULL_PATH
-
-    from anatomy_kit.book.chapters import chapter_manifest
-    from anatomy_kit.book.runner import execute_chapter
 
     unknown = sorted(set(names) - set(FULL_PATH))
     if unknown:
@@ -171,27 +188,118 @@ def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Pa
     hub_corpora = has_module("datasets")
     with contextlib.redirect_stdout(sys.stderr):
         environ = standins.build(scratch / "standins", corpora=hub_corpora)
-    entries = {c["id"]: c for c in chapter_manifest(ROOT)}
     extra = {} if hub_corpora else {"corpus": "python-docs"}
+    results: dict = {}
+    lock = threading.Lock()
 
     def one(chapter: str) -> dict:
         if chapter in NEEDS_POT and not has_module("ot"):
-            return check(f"chapter {chapter}", skipped, "POT is not installed (device_wheels.sh leaves it out when "
-                         "it does not fit): Gromov-Wasserstein is not checked")
+            entry = check(f"chapter {chapter}", skipped, "POT is not installed (device_wheels.sh leaves it out when "
+                          "it does not fit): Gromov-Wasserstein is not checked")
+        elif deadline is not None and deadline - time.monotonic() < MIN_CHAPTER_S:
+            entry = check(f"chapter {chapter}", skipped, "the budget was spent before it could start")
+        else:
+            limit = timeout_s if deadline is None else min(timeout_s, deadline - time.monotonic())
+            spec = {"chapter": chapter, "device": device.type, "params": {**FULL_PATH[chapter], **extra},
+                    "environ": environ, "build_dir": str(scratch / f"build-{chapter}"), "guard": guard}
+            entry = check(f"chapter {chapter}", run_chapter_process, spec, scratch / f"chapter-{chapter}", limit)
+        with lock:
+            results[chapter] = entry
+            if on_entry is not None:
+                on_entry(chapter, entry)
+        return entry
 
-        def run() -> dict:
-            seconds = execute_chapter(entries[chapter], scale="full", device=device.type,
-                                      build_dir=scratch / f"build-{chapter}", book_dir=None,
-                                      params={**FULL_PATH[chapter], **extra}, root=ROOT, environ=environ)
-            return {"ok": True, "seconds": seconds}
-        return check(f"chapter {chapter}", run)
-
-    with contextlib.redirect_stdout(sys.stderr), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = dict(zip(names, pool.map(one, names)))
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, names))
+    results = {c: results[c] for c in names}
     ran = [c for c, r in results.items() if r["ok"] is not None]
     return {"ok": all(r["ok"] is not False for r in results.values()) and bool(ran), "chapters": results,
             "corpora": "hub stand-ins" if hub_corpora else "python-docs (datasets is not installed)",
-            "ran": ran, "skipped_chapters": sorted(set(results) - set(ran))}
+            "ran": ran, "skipped_chapters": sorted(set(results) - set(ran)), "chapter_timeout_s": timeout_s}
+
+
+#: A chapter that would get less than this before the deadline is not started.
+MIN_CHAPTER_S = 30.0
+
+
+def run_chapter_process(spec: dict, folder: Path, limit_s: float) -> dict:
+    """Run one chapter in a child process (``gpu_check.py --chapter-spec``) and kill its process group
+    (the kernel with it) once ``limit_s`` seconds have passed; the entry says which happened."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {**spec, "result": str(folder / "result.json")}
+    (folder / "spec.json").write_text(json.dumps(spec))
+    log = folder / "stderr.log"
+    start = time.perf_counter()
+    with open(log, "w") as err:
+        proc = subprocess.Popen(chapter_command(folder / "spec.json"), stdout=err, stderr=subprocess.STDOUT,
+                                cwd=ROOT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=max(1.0, limit_s))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return {"ok": False, "timed_out": True, "limit_s": round(limit_s, 1),
+                    "error": f"past its time: the chapter was still running after {limit_s:.0f} s and was stopped",
+                    "log_tail": log.read_text(errors="replace")[-1500:]}
+    seconds = time.perf_counter() - start
+    result = folder / "result.json"
+    if not result.exists():
+        return {"ok": False, "seconds": seconds, "error": f"the chapter's process exited with status {rc} and wrote no "
+                f"result", "log_tail": log.read_text(errors="replace")[-3000:]}
+    out = json.loads(result.read_text())
+    out["process_seconds"] = seconds
+    return out
+
+
+def chapter_command(spec_path: Path) -> list[str]:
+    """The command of one chapter's process: this script with ``--chapter-spec``."""
+    return [sys.executable, str(Path(__file__).resolve()), "--chapter-spec", str(spec_path)]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def chapter_child(spec_path: Path) -> int:
+    """The child process of :func:`run_chapter_process`: execute one chapter, write its result JSON."""
+    spec = json.loads(Path(spec_path).read_text())
+    from anatomy_kit.book.chapters import chapter_manifest
+    from anatomy_kit.book.runner import execute_chapter
+
+    environ = dict(spec["environ"])
+    if spec["guard"]:
+        import device_guard
+
+        environ.update(device_guard.kernel_startup(Path(spec["build_dir"]) / "ipython"))
+    entry = next(c for c in chapter_manifest(ROOT) if c["id"] == spec["chapter"])
+
+    def run() -> dict:
+        seconds = execute_chapter(entry, scale="full", device=spec["device"], build_dir=Path(spec["build_dir"]),
+                                  book_dir=None, params=spec["params"], root=ROOT, environ=environ)
+        out = {"ok": True, "seconds": seconds}
+        if spec["guard"]:
+            import device_guard
+
+            out["device_guard"] = (Path(spec["build_dir"]) / "ipython" / device_guard.STAMP).exists()
+            out["ok"] = out["device_guard"]
+            if not out["ok"]:
+                out["error"] = "the device guard did not start in the chapter's kernel"
+        return out
+
+    with contextlib.redirect_stdout(sys.stderr):
+        result = check(f"chapter {spec['chapter']} (process)", run)
+    Path(spec["result"]).write_text(json.dumps(result, default=str))
+    return 0
 
 
 # --- training part ------------------------------------------------------------------------------------------
@@ -350,6 +458,31 @@ def environment(device: torch.device) -> dict:
             "modules": {m: has_module(m) for m in ("papermill", "ipykernel", "pandas", "datasets", "ot", "ripser")}}
 
 
+def machine_requirements(manifest: Path = ROOT / "benchmarks" / "wheels" / "manifest.json") -> dict | None:
+    """What the carried wheels require of the machine's own packages (``device_wheels.py``'s manifest), against
+    the versions installed here: ``{"needs": {...}, "unmet": ["numpy 1.26.4: pandas needs >=2.0.2", ...]}``;
+    ``None`` without a manifest (a machine with internet installs the project instead)."""
+    if not manifest.exists():
+        return None
+    import importlib.metadata as md
+
+    from packaging.specifiers import SpecifierSet
+
+    needs = json.loads(manifest.read_text()).get("machine_requirements", {})
+    unmet = []
+    for name, specs in needs.items():
+        try:
+            version = md.version(name)
+        except md.PackageNotFoundError:
+            unmet.append(f"{name} is not installed: {', '.join(specs)} need it")
+            continue
+        for spec in specs:
+            wanted, _, by = spec.partition(" ")
+            if not SpecifierSet(wanted).contains(version, prereleases=True):
+                unmet.append(f"{name} {version}: {by.strip('()')} needs {wanted}")
+    return {"needs": needs, "unmet": unmet}
+
+
 def planned_compute_s(size: dict, device: torch.device) -> dict:
     """Compute time the training part needs by the FLOP model (:mod:`anatomy_kit.lm.estimates`).
 
@@ -396,6 +529,25 @@ def chapter_list(arg: str | None, default: str) -> list[str]:
     return [c for c in value.split(",") if c]
 
 
+class Once:
+    """A value built on first use, inside the first check that needs it: its failure is that check's
+    (and the next one's), recorded in the JSON, never the command's."""
+
+    def __init__(self, build):
+        self.build, self.value, self.error = build, None, None
+
+    def __call__(self):
+        if self.error is not None:
+            raise RuntimeError(f"needs what an earlier check failed to build: {self.error}")
+        if self.value is None:
+            try:
+                self.value = self.build()
+            except Exception as err:                                 # noqa: BLE001 - recorded by check()
+                self.error = f"{type(err).__name__}: {err}"
+                raise
+        return self.value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--toy", action="store_true", help="toy sizes on the CPU (automatic without CUDA)")
@@ -404,49 +556,93 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chapters", default=None, help="comma-separated chapter ids, 'all', or '' for none "
                                                        "(default: all on a GPU, none with --toy)")
     ap.add_argument("--budget-s", type=float, default=450.0,
-                    help="skip the checks that would start after this many seconds (default 450)")
+                    help="skip the checks (and chapters) that would start after this many seconds (default 450)")
+    ap.add_argument("--chapter-timeout-s", type=float, default=None,
+                    help="each chapter's own limit, after which its process is stopped and its entry says so "
+                         f"(default {SIZES['gpu']['chapter_timeout_s']:.0f} s)")
+    ap.add_argument("--device-guard", action="store_true",
+                    help="on a CPU, at toy sizes: the device guard (tests/device_guard.py) stands in for the "
+                         "accelerator; what a GPU run places on the device is labelled so and every mix-up CUDA "
+                         "would raise is raised (benchmarks/rehearse.py uses it)")
     ap.add_argument("--out", type=Path, default=None, help="the JSON to write (rewritten after every check)")
+    ap.add_argument("--chapter-spec", type=Path, default=None, help=argparse.SUPPRESS)   # one chapter's process
     args = ap.parse_args(argv)
+    if args.chapter_spec is not None:
+        return chapter_child(args.chapter_spec)
     if not args.budget_s > 0:
         ap.error(f"--budget-s={args.budget_s} must be positive")
-    toy = args.toy or not torch.cuda.is_available()
-    device = torch.device("cpu" if toy else "cuda")
+    if args.chapter_timeout_s is not None and not args.chapter_timeout_s > 0:
+        ap.error(f"--chapter-timeout-s={args.chapter_timeout_s} must be positive")
+    if args.device_guard and torch.cuda.is_available():
+        ap.error("--device-guard stands in for a GPU on a CPU; this machine has CUDA: run without it")
+    toy = args.toy or args.device_guard or not torch.cuda.is_available()
+    device = torch.device("cpu", 1) if args.device_guard else torch.device("cpu" if toy else "cuda")
     size = SIZES["toy" if toy else "gpu"]
+    chapter_timeout = args.chapter_timeout_s or size["chapter_timeout_s"]
     gpus = torch.cuda.device_count() if not toy else 0
     nproc = 2 if toy else gpus
     names = PARTS["chapters"] + PARTS["training"] if args.part == "all" else PARTS[args.part]
-    start = time.perf_counter()
-    doc = {**environment(device), "toy": toy, "part": args.part, "sizes": size, "budget_s": args.budget_s,
+    start, deadline = time.perf_counter(), time.monotonic() + args.budget_s
+    doc = {**environment(torch.device(device.type)), "toy": toy, "device_guard": args.device_guard,
+           "part": args.part, "sizes": size, "budget_s": args.budget_s, "chapter_timeout_s": chapter_timeout,
            "planned_compute_s": planned_compute_s(size, device), "checks": {}}
     slug = re.sub(r"[^A-Za-z0-9]+", "-", doc["device"]).strip("-").lower()
-    out = args.out or ROOT / "benchmarks" / "results" / (
-        f"gpu_check-{doc['date'][:10]}-{slug}-{args.part}{'-toy' if toy else ''}.json")
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp)
-        folder = smollm2_folder(scratch)
-        tf = token_file(scratch / "tokens", folder) if "train" in names else None
-        plan = {"chapters": (chapter_paths, device, chapter_list(args.chapters, size["chapters"]),
-                             size["chapter_jobs"], scratch),
-                "map": (check_map, device, size, folder),
-                "train": (check_training, device, size, tf, False),
-                "train_compiled": (check_training, device, size, tf, True),
-                "resume": (check_resume, device, size, tf, scratch),
-                "ddp": (check_torchrun, device, size, tf, scratch, nproc, False),
-                "fsdp": (check_torchrun, device, size, tf, scratch, nproc, True),
-                "split_card": (check_split_card, device, folder, gpus)}
-        for name in names:
-            if time.perf_counter() - start > args.budget_s:
-                doc["checks"][name] = check(name, skipped, f"the {args.budget_s:.0f} s budget was spent")
-            else:
-                doc["checks"][name] = check(name, *plan[name])
+    out = (args.out or ROOT / "benchmarks" / "results" / (
+        f"gpu_check-{doc['date'][:10]}-{slug}-{args.part}{'-toy' if toy else ''}.json")).resolve()
+    doc["machine_requirements"] = machine_requirements()
+    for line in (doc["machine_requirements"] or {}).get("unmet", []):
+        say(f"the carried wheels need what this machine lacks: {line}")
+    write(doc, out)                        # the header at once: even a command stopped before its first check leaves it
+    lock = threading.Lock()
+
+    def chapter_done(chapter: str, entry: dict) -> None:
+        with lock:
+            doc["checks"].setdefault("chapters", {"ok": None, "running": True, "chapters": {}})["chapters"][chapter] = entry
             doc["total_s"] = time.perf_counter() - start
             write(doc, out)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        folder = Once(lambda: smollm2_folder(scratch))
+        tf = Once(lambda: token_file(scratch / "tokens", folder()))
+        plan = {"chapters": lambda: chapter_paths(device, chapter_list(args.chapters, size["chapters"]),
+                                                  size["chapter_jobs"], scratch, timeout_s=chapter_timeout,
+                                                  deadline=deadline, guard=args.device_guard, on_entry=chapter_done),
+                "map": lambda: check_map(device, size, folder()),
+                "train": lambda: check_training(device, size, tf(), False),
+                "train_compiled": lambda: check_training(device, size, tf(), True),
+                "resume": lambda: check_resume(device, size, tf(), scratch),
+                "ddp": lambda: check_torchrun(torch.device(device.type), size, tf(), scratch, nproc, False),
+                "fsdp": lambda: check_torchrun(torch.device(device.type), size, tf(), scratch, nproc, True),
+                "split_card": lambda: check_split_card(device, folder(), gpus)}
+        guard = _device_guard() if args.device_guard else contextlib.nullcontext()
+        with guard as watching:
+            for name in names:
+                if time.perf_counter() - start > args.budget_s:
+                    entry = check(name, skipped, f"the {args.budget_s:.0f} s budget was spent")
+                else:
+                    entry = check(name, plan[name])
+                with lock:
+                    doc["checks"][name] = entry
+                    doc["total_s"] = time.perf_counter() - start
+                    if watching is not None:
+                        doc["device_guard_ops"] = watching.n_ops     # ops the guard checked in this process
+                    write(doc, out)
     doc["ok"] = all(c.get("ok") is not False for c in doc["checks"].values())
     doc["total_s"] = time.perf_counter() - start
     write(doc, out)
     print(json.dumps(report(doc), indent=1, default=str), flush=True)
     say(f"total {doc['total_s']:.0f} s; {'all checks passed' if doc['ok'] else 'SOME CHECKS FAILED'}; wrote {out}")
     return 0 if doc["ok"] else 1
+
+
+def _device_guard():
+    """The CPU device guard for the checks in this process (``tests/device_guard.py``): the stand-in
+    accelerator ``cpu:1`` is the device. ``ddp`` and ``fsdp`` run in ``torchrun``'s worker processes on the
+    host (gloo), unguarded: their collectives are C++, and FSDP2 on a CPU keeps its buffers on the host."""
+    import device_guard
+
+    return device_guard.guarded()
 
 
 if __name__ == "__main__":
