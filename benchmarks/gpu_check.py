@@ -34,10 +34,13 @@ docs instead of the hub corpora; without POT the chapters that compute Gromov–
    peak of ``torch.cuda.max_memory_allocated`` against :func:`anatomy_kit.lm.estimates.training_memory`
    (ok within ±25 %). Target: MFU ≥ 40 %;
 3. ``resume``: a checkpoint written by a CPU run (float32) resumed on the device (bf16 where native);
-4. ``ddp`` and ``fsdp``: ``torchrun`` with one process per GPU — one GPU included: a process group
+4. ``card_heal``: ``python -m anatomy_kit card`` with ``--heal`` on the SmolLM2-shaped model (``--toy``: 4
+   layers 64 wide), the card's default sizes on a GPU: the card, its measured pruning and the healing
+   fine-tune on the device (its work signal's GW needs no POT);
+5. ``ddp`` and ``fsdp``: ``torchrun`` with one process per GPU — one GPU included: a process group
    over NCCL, one wrapped (DDP) or sharded (FSDP) training step, one checkpoint. ``--toy``: two CPU
    processes over gloo;
-5. ``split_card``: with two or more GPUs, the card's signals and the head's NLL on the
+6. ``split_card``: with two or more GPUs, the card's signals and the head's NLL on the
    SmolLM2-shaped model split by ``device_map`` (layers 0–14 on the first GPU, the rest on the
    second); skipped with one.
 
@@ -80,14 +83,19 @@ sys.path.insert(0, str(ROOT / "tests"))            # the stand-ins and the chapt
 SIZES = {
     "gpu": dict(map_blocks=64, map_block_size=256, map_batch=16, map_layers=None, preset="128M", vocab=50304,
                 steps=60, untimed=10, compiled_steps=60, compiled_untimed=20, batch_size=32, precision="bf16",
-                dist_steps=2, chapters="all", chapter_jobs=3, chapter_timeout_s=300.0),
+                dist_steps=2, chapters="all", chapter_jobs=3, chapter_timeout_s=300.0, card_model={},
+                card_args=["--heal", "2"]),
     "toy": dict(map_blocks=2, map_block_size=32, map_batch=2, map_layers=4, preset="smoke", vocab=49152, steps=8,
                 untimed=2, compiled_steps=0, compiled_untimed=0, batch_size=4, precision="fp32", dist_steps=4,
-                chapters="", chapter_jobs=2, chapter_timeout_s=300.0),
+                chapters="", chapter_jobs=2, chapter_timeout_s=300.0,
+                card_model=dict(num_hidden_layers=4, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                num_key_value_heads=2, head_dim=16),
+                card_args=["--heal", "1", "--tokens", "128", "--block-size", "32", "--batch-size", "2",
+                           "--calibration-tokens", "64", "--random", "3", "--geometry-tokens", "24", "-K", "2"]),
 }
 MEMORY_BAND = (0.75, 1.25)      # measured peak / estimate
 PARTS = {"chapters": ("chapters",),
-         "training": ("map", "train", "train_compiled", "resume", "ddp", "fsdp", "split_card")}
+         "training": ("map", "train", "train_compiled", "resume", "card_heal", "ddp", "fsdp", "split_card")}
 #: Chapters whose path computes Gromov–Wasserstein (POT): chapter 4, and the card (its work signals) in the card page and chapter 7.
 NEEDS_POT = ("ch04_geometric_work", "card_report", "ch07_synthesis")
 
@@ -390,6 +398,33 @@ def check_resume(device: torch.device, size: dict, tf, scratch: Path) -> dict:
             "resumed_on": there.device, "precision": precision, "final_eval_loss": there.final_eval_loss}
 
 
+def check_card_heal(device: torch.device, size: dict, folder: Path, scratch: Path) -> dict:
+    """The report card's command line with ``--heal`` on the device: a card of the SmolLM2-shaped model (toy: 4
+    layers 64 wide, its vocabulary), its measured pruning, and the healing fine-tune of each recommended set."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from anatomy_kit.book.cli import main as kit
+
+    config = AutoConfig.from_pretrained(folder)
+    for key, value in size["card_model"].items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model_dir, out = scratch / "card-model", scratch / "card"
+    AutoModelForCausalLM.from_config(config).save_pretrained(model_dir)
+    AutoTokenizer.from_pretrained(folder).save_pretrained(model_dir)
+    cli_device = "cuda" if device.type == "cuda" else "cpu"          # under the device guard "cpu" is accelerator 1
+    args = ["card", str(model_dir), "--corpus", "python-docs", *size["card_args"], "--device", cli_device,
+            "--out", str(out)]
+    with contextlib.redirect_stdout(sys.stderr):
+        rc = kit(args)
+    heal = out / "heal.json"
+    by_k = json.loads(heal.read_text())["by_k"] if heal.exists() else {}
+    shown = ["python", "-m", "anatomy_kit", "card", "MODEL", *args[2:-2], "--out", "OUT"]
+    return {"ok": bool(rc == 0 and by_k), "command": " ".join(shown),
+            "layers": config.num_hidden_layers, "exit_status": rc,
+            "healed": {k: {"ppl_pruned": v["ppl_pruned"], "ppl_healed": v["ppl_healed"]} for k, v in by_k.items()}}
+
+
 def check_torchrun(device: torch.device, size: dict, tf, scratch: Path, nproc: int, fsdp: bool) -> dict:
     """One decoder trained by ``nproc`` processes (``torchrun``; NCCL on GPUs, gloo on a CPU), DDP or FSDP,
     with one checkpoint at the end. One process is a process group too: the NCCL paths run on one GPU."""
@@ -612,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
                 "train": lambda: check_training(device, size, tf(), False),
                 "train_compiled": lambda: check_training(device, size, tf(), True),
                 "resume": lambda: check_resume(device, size, tf(), scratch),
+                "card_heal": lambda: check_card_heal(device, size, folder(), scratch),
                 "ddp": lambda: check_torchrun(torch.device(device.type), size, tf(), scratch, nproc, False),
                 "fsdp": lambda: check_torchrun(torch.device(device.type), size, tf(), scratch, nproc, True),
                 "split_card": lambda: check_split_card(device, folder(), gpus)}

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 
-CHECKS = {"chapters", "map", "train", "train_compiled", "resume", "ddp", "fsdp", "split_card"}
+CHECKS = {"chapters", "map", "train", "train_compiled", "resume", "card_heal", "ddp", "fsdp", "split_card"}
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +155,7 @@ def test_a_token_file_that_cannot_be_built_fails_its_checks_not_the_command(gpu_
 
     monkeypatch.setattr(gpu_check, "token_file", no_datasets)
     monkeypatch.setattr(gpu_check, "check_map", lambda device, size, folder: {"ok": True})
+    monkeypatch.setattr(gpu_check, "check_card_heal", lambda device, size, folder, scratch: {"ok": True})
     out = tmp_path / "training.json"
     assert gpu_check.main(["--toy", "--part", "training", "--out", str(out)]) == 1
     checks = json.loads(out.read_text())["checks"]
