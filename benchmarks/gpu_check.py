@@ -22,8 +22,8 @@ with random weights, and ``tests/standins.py``'s tiny models under the real hub 
 ``tests/test_full_path.py`` uses, ``chapter_jobs`` at a time, each chapter in a process of its own
 (papermill changes its process's working directory) with its own limit (``--chapter-timeout-s``),
 after which it is stopped and its entry says so. Without ``datasets`` the chapters read the Python
-docs instead of the hub corpora; without POT the chapters that compute Gromov–Wasserstein
-(:data:`NEEDS_POT`) are skipped, and the check says so.
+docs instead of the hub corpora; without POT the chapter that computes optimal Gromov–Wasserstein
+couplings (:data:`NEEDS_POT`) is skipped, and the check says so.
 
 ``training``:
 
@@ -96,8 +96,9 @@ SIZES = {
 MEMORY_BAND = (0.75, 1.25)      # measured peak / estimate
 PARTS = {"chapters": ("chapters",),
          "training": ("map", "train", "train_compiled", "resume", "card_heal", "ddp", "fsdp", "split_card")}
-#: Chapters whose path computes Gromov–Wasserstein (POT): chapter 4, and the card (its work signals) in the card page and chapter 7.
-NEEDS_POT = ("ch04_geometric_work", "card_report", "ch07_synthesis")
+#: Chapters whose path computes optimal Gromov–Wasserstein couplings (POT): chapter 4. The card's work signal
+#: (card page, chapter 7) is the identity coupling's distortion, plain NumPy: both run without POT.
+NEEDS_POT = ("ch04_geometric_work",)
 
 
 def say(message: str) -> None:
