@@ -2,8 +2,10 @@
 #   make book   – create .venv, install, fetch the embedded model, execute every chapter at
 #                 smoke scale with papermill, build the HTML book (prints where it is)
 #   make test   – the unit tests, the smoke-scale chapters (reusing the book build when it is
-#                 up to date) and the browser check of the built pages; then the unit tests again
-#                 on a second CPU kernel path
+#                 up to date), the rehearsal of a lent GPU machine at toy size and the browser check
+#                 of the built pages; then the unit tests again on a second CPU kernel path
+# make rehearse [CHAPTERS=ch01_ablation_map,...]: a lent GPU machine recreated on this CPU, both
+# gpu_check.py commands, every chapter by default (benchmarks/rehearse.py; README, "Checking a GPU first").
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -13,7 +15,7 @@ SOURCES := $(shell find anatomy_kit notebooks book data_manifest -type f \
              \( -name '*.py' -o -name '*.md' -o -name '*.yml' -o -name '*.yaml' \) \
              -not -path 'book/_build/*' -not -path 'book/chapters/*' 2>/dev/null)
 
-.PHONY: book test unit unit-other-path bench system-deps clean
+.PHONY: book test unit unit-other-path bench rehearse system-deps clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +61,9 @@ unit-other-path: $(STAMP)
 
 unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not book"
+
+rehearse: $(STAMP)
+	$(BIN)/python benchmarks/rehearse.py $(if $(CHAPTERS),--chapters $(CHAPTERS))
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
