@@ -115,7 +115,7 @@ def causes(part: str, rc: int | None, limit_s: int, doc: dict | None, chapters: 
         entry = doc.get("checks", {}).get(name)
         if entry is None:
             out.append(f"{part}: check {name!r} wrote no entry")
-        elif name != "chapters" and entry.get("ok") is False:
+        elif entry.get("ok") is False and (name != "chapters" or "error" in entry):   # chapters: raised before them
             out.append(f"{part}: {_kind(str(entry.get('error')))} in check {name!r}: {entry.get('error')}")
     if "chapters" in checks and chapters:
         got = (doc.get("checks", {}).get("chapters") or {}).get("chapters") or {}

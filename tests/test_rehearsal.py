@@ -112,6 +112,13 @@ def test_a_training_check_that_fails_or_is_missing_is_named(rehearse):
         "training: check 'fsdp' wrote no entry"]
 
 
+def test_a_chapters_check_that_raised_before_any_chapter_is_named_with_the_chapters_it_left(rehearse):
+    doc = _doc(chapters={"ok": False, "error": "ModuleNotFoundError: No module named 'datasets'"})
+    assert rehearse.causes("chapters", 1, 480, doc, ["ch01_ablation_map"], ("chapters",)) == [
+        "chapters: a missing import in check 'chapters': ModuleNotFoundError: No module named 'datasets'",
+        "chapters: chapter ch01_ablation_map wrote no entry"]
+
+
 def test_a_carried_tree_over_the_limit_is_named(rehearse):
     sizes = {"working_tree_mib": 4.0, "wheels_mib": 61.5, "carried_mib": 65.5}
     assert rehearse.size_causes(sizes, 64.0) == ["the carried tree is 65.5 MiB (working tree 4.0 + wheels 61.5), "
