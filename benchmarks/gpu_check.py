@@ -229,6 +229,25 @@ def chapter_paths(device: torch.device, names: list[str], jobs: int, scratch: Pa
 
 #: A chapter that would get less than this before the deadline is not started.
 MIN_CHAPTER_S = 30.0
+#: The chapter processes running now. Each has a session of its own (so that its limit can stop its whole
+#: group), which ``timeout``'s signal to this command's group does not reach: :func:`_stop` passes it on.
+_RUNNING: set = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+class Stopped(BaseException):
+    """This command was told to stop (``timeout``'s SIGTERM, or Ctrl-C): it writes what finished and ends."""
+
+
+def _stop(signum, frame) -> None:
+    import signal
+
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:                     # each chapter's process; its kernel follows its parent out
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    raise Stopped(signal.Signals(signum).name)
 
 
 def run_chapter_process(spec: dict, folder: Path, limit_s: float) -> dict:
@@ -242,6 +261,8 @@ def run_chapter_process(spec: dict, folder: Path, limit_s: float) -> dict:
     with open(log, "w") as err:
         proc = subprocess.Popen(chapter_command(folder / "spec.json"), stdout=err, stderr=subprocess.STDOUT,
                                 cwd=ROOT, start_new_session=True)
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         try:
             rc = proc.wait(timeout=max(1.0, limit_s))
         except subprocess.TimeoutExpired:
@@ -249,6 +270,9 @@ def run_chapter_process(spec: dict, folder: Path, limit_s: float) -> dict:
             return {"ok": False, "timed_out": True, "limit_s": round(limit_s, 1),
                     "error": f"past its time: the chapter was still running after {limit_s:.0f} s and was stopped",
                     "log_tail": log.read_text(errors="replace")[-1500:]}
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
     seconds = time.perf_counter() - start
     result = folder / "result.json"
     if not result.exists():
@@ -653,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                 "fsdp": lambda: check_torchrun(torch.device(device.type), size, tf(), scratch, nproc, True),
                 "split_card": lambda: check_split_card(device, folder(), gpus)}
         guard = _device_guard() if args.device_guard else contextlib.nullcontext()
-        with guard as watching:
+        with guard as watching, _stopping() as stopped:
             for name in names:
                 if time.perf_counter() - start > args.budget_s:
                     entry = check(name, skipped, f"the {args.budget_s:.0f} s budget was spent")
@@ -665,12 +689,36 @@ def main(argv: list[str] | None = None) -> int:
                     if watching is not None:
                         doc["device_guard_ops"] = watching.n_ops     # ops the guard checked in this process
                     write(doc, out)
-    doc["ok"] = all(c.get("ok") is not False for c in doc["checks"].values())
+    doc["ok"] = all(c.get("ok") is not False for c in doc["checks"].values()) and not stopped
     doc["total_s"] = time.perf_counter() - start
+    if stopped:
+        doc["stopped"] = (f"{stopped[0]} after {doc['total_s']:.0f} s: the checks and chapters without an entry "
+                          "did not finish")
+        say(doc["stopped"])
     write(doc, out)
     print(json.dumps(report(doc), indent=1, default=str), flush=True)
     say(f"total {doc['total_s']:.0f} s; {'all checks passed' if doc['ok'] else 'SOME CHECKS FAILED'}; wrote {out}")
     return 0 if doc["ok"] else 1
+
+
+@contextlib.contextmanager
+def _stopping():
+    """SIGTERM and SIGINT stop the checks (chapter processes included) and leave the ``with`` block; the
+    list it yields then names the signal. Outside the main thread (a test's worker) nothing is installed."""
+    import signal
+
+    why: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield why
+        return
+    before = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield why
+    except Stopped as err:
+        why.append(str(err))
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _device_guard():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -175,3 +176,51 @@ def test_what_the_carried_wheels_need_of_the_machine_is_checked_against_it(gpu_c
     got = gpu_check.machine_requirements(manifest)
     assert got["unmet"] == [f"numpy {numpy.__version__}: future needs >=999",
                             "no-such-dist is not installed: >=1 (x) need it"]
+
+
+def test_timeouts_signal_stops_the_chapter_processes_and_leaves_the_json(tmp_path):
+    """``timeout 480`` sends SIGTERM to the command's process group, which the chapter processes (each in a
+    session of its own) are not in: the command passes it on, records what finished and says it was stopped."""
+    import signal
+
+    out, pids = tmp_path / "chapters.json", tmp_path / "pids"
+    pids.mkdir()
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT / 'benchmarks')!r})
+import gpu_check, standins
+child = "import os, pathlib, time; pathlib.Path({str(pids)!r}, str(os.getpid())).touch(); time.sleep(300)"
+gpu_check.chapter_command = lambda spec: [sys.executable, "-c", child]
+standins.build = lambda root, corpora: {{}}
+sys.exit(gpu_check.main(["--toy", "--part", "chapters", "--chapters", "ch01_ablation_map,ch02_anatomy_weights",
+                         "--out", {str(out)!r}]))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:   # both chapters (2 jobs) running
+            time.sleep(0.2)
+        assert len(list(pids.iterdir())) == 2, proc.stderr.read() if proc.poll() is not None else "none started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        outlived = [pid.name for pid in pids.iterdir() if not proc_gone(int(pid.name))]
+    finally:                                                                    # a failure leaves nothing running
+        proc.kill()
+        for pid in pids.iterdir():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid.name), signal.SIGKILL)
+    doc = json.loads(out.read_text())
+    assert proc.returncode == 1 and doc["stopped"].startswith("SIGTERM after") and doc["ok"] is False, err[-2000:]
+    entries = doc["checks"]["chapters"]["chapters"]
+    assert sorted(entries) == ["ch01_ablation_map", "ch02_anatomy_weights"]
+    assert all("exited with status -15" in e["error"] for e in entries.values())
+    assert outlived == []                                                       # no chapter process outlives it
+
+
+def proc_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
