@@ -99,6 +99,13 @@ def _kind(error: str) -> str:
     return "a failure"
 
 
+def _tail(text: str, n: int = 6) -> str:
+    """The last ``n`` lines of a command's stderr that say something (progress bars left out)."""
+    lines = [line.strip() for line in re.split(r"[\r\n]+", text)]
+    said = [line for line in lines if line and "it/s]" not in line and "s/it]" not in line and "%|" not in line]
+    return " | ".join(said[-n:])
+
+
 def causes(part: str, rc: int | None, limit_s: int, doc: dict | None, chapters: list[str],
            checks: tuple[str, ...], stderr_tail: str = "") -> list[str]:
     """Why one command's run would fail on the lent machine (empty: it would not).
@@ -110,7 +117,7 @@ def causes(part: str, rc: int | None, limit_s: int, doc: dict | None, chapters: 
     if rc == 124:
         out.append(f"{part}: the command ran past its `timeout {limit_s}` and was stopped")
     if doc is None:
-        return out + [f"{part}: the command wrote no JSON (exit status {rc}): {stderr_tail.strip()[-600:]}"]
+        return out + [f"{part}: the command wrote no JSON (exit status {rc}): {_tail(stderr_tail)}"]
     for name in checks:
         entry = doc.get("checks", {}).get(name)
         if entry is None:
@@ -137,7 +144,7 @@ def causes(part: str, rc: int | None, limit_s: int, doc: dict | None, chapters: 
     if unmet:
         out.append(f"{part}: the carried wheels need of the machine's packages what they are not: {'; '.join(unmet)}")
     if rc not in (0, 124) and not out:
-        out.append(f"{part}: the command exited with status {rc}: {stderr_tail.strip()[-600:]}")
+        out.append(f"{part}: the command exited with status {rc}: {_tail(stderr_tail)}")
     return out
 
 

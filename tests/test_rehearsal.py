@@ -61,7 +61,7 @@ def test_a_clean_run_has_no_cause(rehearse):
 
 
 @pytest.mark.parametrize("case, expect", [
-    ("no json", "chapters: the command wrote no JSON (exit status 1): Traceback ... No module named 'datasets'"),
+    ("no json", "chapters: the command wrote no JSON (exit status 1): Traceback ... | ... No module named 'datasets'"),
     ("timeout", "chapters: the command ran past its `timeout 480` and was stopped"),
     ("no entry", "chapters: chapter ch06_width_growth wrote no entry"),
     ("chapter timed out", "chapters: chapter ch01_ablation_map ran past its time (300.0 s) and was stopped"),
@@ -79,7 +79,7 @@ def test_each_way_a_lent_machine_would_fail_is_named(rehearse, case, expect):
     doc, rc, tail = _doc(), 0, ""
     doc["checks"]["chapters"] = {"ok": True, "chapters": entries}
     if case == "no json":
-        doc, rc, tail = None, 1, "Traceback ... No module named 'datasets'"
+        doc, rc, tail = None, 1, "Traceback ...\n\rtokenising:  40%|####  | 2/5 [00:01<00:02, 1.2it/s]\n... No module named 'datasets'\n"
     elif case == "timeout":
         rc = 124
     elif case == "no entry":
