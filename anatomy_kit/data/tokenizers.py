@@ -18,10 +18,10 @@ def bpe_tokenizer(corpus: Any, vocab_size: int, *, eval_percent: int = 15):
     """A byte-level BPE tokenizer trained on the *train* documents of ``corpus`` (chapters 3, 5 and 6).
 
     Small models trained from scratch on CPU cannot afford a 49k or 50k vocabulary (the output
-    layer would dominate); a 1–2k BPE vocabulary keeps real English sub-words. ``corpus`` is a
-    ``datasets.Dataset`` with ``id`` and ``text`` (:func:`anatomy_kit.data.load_corpus`); documents
-    that :func:`anatomy_kit.data.token_blocks` puts in the eval split (same hash, same
-    ``eval_percent``) are left out, so the tokenizer never sees eval text. Returns a
+    layer would dominate); a 1–2k BPE vocabulary keeps real English sub-words. ``corpus`` has ``id``
+    and ``text`` columns (:class:`~anatomy_kit.data.Documents` from :func:`anatomy_kit.data.load_corpus`,
+    or a ``datasets.Dataset``); documents that :func:`anatomy_kit.data.token_blocks` puts in the eval
+    split (same hash, same ``eval_percent``) are left out, so the tokenizer never sees eval text. Returns a
     ``PreTrainedTokenizerFast`` whose EOS token is ``<eos>`` (id 0). Deterministic.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
