@@ -19,7 +19,7 @@ from ..manifest import references
 from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
 from ..verdicts.decision import VERDICTS
-from ..verdicts.multiplicity import HOLM_ALPHA, holm_by_family
+from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
 __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line"]
@@ -193,17 +193,19 @@ def _established_html(claims: list[dict]) -> str:
 
 
 def _registry_html(claims: list[dict]) -> str:
-    """One line: how many claims were judged under an amended rule, how many not under their registered rule,
-    and how many positive verdicts survive Holm's correction within their paper."""
-    status = [(c.get("registry") or {}).get("status") for c in claims]
-    positive = [c for c in claims if c["verdict"] in _HOLDS]
-    tested = [c for c in positive if (c.get("holm") or {}).get("p") is not None]
-    survive = sum(bool(c["holm"].get("survives")) for c in tested)
-    text = (f"<strong>{status.count('amended')}</strong> of {len(claims)} claims judged under an amended rule "
-            f"(both verdicts under each row); {status.count('not judged')} not judged under their registered "
-            f"rule. <strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them "
-            f"that rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper "
-            f"(α = {HOLM_ALPHA:g}).")
+    """One paragraph: the primary claims (at most three a family, corrected together by Holm) and how many of
+    them hold and survive; how many claims rest on confirmatory data; how many were judged under an amendment."""
+    primaries = [c for c in claims if c.get("role") == "primary"]
+    positive = [c for c in primaries if c["verdict"] in _HOLDS]
+    survive = sum(bool((c.get("holm") or {}).get("survives")) for c in positive)
+    confirmatory = sum(c.get("phase") == "confirmatory" for c in claims)
+    amended = sum((c.get("registry") or {}).get("status") == "amended" for c in claims)
+    text = (f"<strong>{len(primaries)}</strong> primary claims (at most {MAX_PRIMARIES} a family, corrected "
+            f"together by Holm at α = {HOLM_ALPHA:g}): <strong>{len(positive)}</strong> reproduced or partly, "
+            f"<strong>{survive}</strong> of them surviving the correction; the other {len(claims) - len(primaries)} "
+            f"claims are secondary (unadjusted p). <strong>{confirmatory}</strong> of {len(claims)} claims rest on "
+            "confirmatory data (seeds and text collected after the rules were frozen), "
+            f"{len(claims) - confirmatory} on exploratory data; {amended} judged under an amended rule.")
     return f'<p class="ak-registry">{text}</p>'
 
 
