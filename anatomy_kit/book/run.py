@@ -91,7 +91,8 @@ class Run:
                                   "(data_manifest/registry/)")
         off = "; ".join(f"{k} set to {getattr(self, k, None) if k in ('model', 'corpus', 'seed') else self.sizes.get(k)!r}"
                         for k in self.overrides)
-        return Design(claim_id, self.scale, values, on_plan=not self.overrides, off_plan=off, phase=self.phase)
+        return Design(claim_id, self.scale, values, on_plan=not self.overrides, off_plan=off, phase=self.phase,
+                      spec=forms[self.scale].spec)
 
     def store(self, name: str) -> Store:
         """A resumable store for partial results of this exact run."""

@@ -375,7 +375,9 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
     if len(judged) == 1:
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
-        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)} {words}{kind}"),
+        signs = sign_count(value, thresholds[0]) if len(thresholds) == 1 else None
+        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)} {words}{kind}"
+                                                                 + (f"; {signs}" if signs else "")),
                         near_threshold=near, p=p)
     groups: dict[str, list[str]] = {}
     for name, *_, words in judged:

@@ -292,13 +292,15 @@ class Design:
     ``scale``: the scale whose registered form applies; ``values``: the design (the registered one, read
     by the chapter); ``on_plan``: the run is the registered one (no parameter set away from the scale's
     default that the design or the data depend on); ``off_plan``: why not (empty when on plan);
-    ``phase``: ``"exploratory"`` or ``"confirmatory"`` (the seeds and text the run used)."""
+    ``phase``: ``"exploratory"`` or ``"confirmatory"`` (the seeds and text the run used); ``spec``: the registered
+    rule's spec at this scale (:attr:`rule` builds it)."""
     claim: str
     scale: str
     values: Mapping[str, Any]
     on_plan: bool = True
     off_plan: str = ""
     phase: str = "exploratory"
+    spec: Mapping | None = None
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -310,6 +312,12 @@ class Design:
             raise AnatomyKitError(f"claim {self.claim!r}: its registered design at scale {self.scale!r} has no "
                                   f"{key!r}; it has {sorted(self.values)}")
         return self.values[key]
+
+    @property
+    def rule(self) -> Any:
+        """The registered rule at this scale (built from the form's spec; ``None`` when the design was made by hand
+        without one): chapters decide every claim with it, so a rule lives in the registry alone."""
+        return None if self.spec is None else build_rule(self.spec)
 
     def to_dict(self) -> dict:
         return {"scale": self.scale, "values": dict(self.values), "on_plan": self.on_plan, "off_plan": self.off_plan,

@@ -36,11 +36,35 @@ def _show(registry: RuleRegistry, claim: str | None) -> str:
     return "\n".join(lines)
 
 
+def _fingerprints() -> str:
+    """Every claim's stored and computed fingerprint, read from the files without checking them (a draft's entries
+    are being written; once frozen, a mismatch is an edit that needs an amendment instead)."""
+    from ..manifest import rule_registry_docs
+    from .registry import _forms, _role, claim_fingerprint
+
+    rule_registry_docs.cache_clear()
+    chapters, _ = rule_registry_docs()
+    lines = []
+    for doc in chapters:
+        for cid, entry in (doc.get("claims") or {}).items():
+            try:
+                fp = claim_fingerprint(_role(cid, entry.get("role")), _forms(cid, entry.get("forms")))
+            except AnatomyKitError as err:
+                fp = f"(cannot compute: {err})"
+            mark = "" if str(entry.get("fingerprint")) == fp else "   ← differs"
+            lines.append(f"{doc.get('chapter')} {cid}: stored {entry.get('fingerprint')}, computed {fp}{mark}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``check``: read and verify the registry; ``show [CLAIM]``: print it. Never writes."""
+    """``check``: read and verify the registry; ``show [CLAIM]``: print it; ``fingerprints``: stored beside computed
+    fingerprints (for writing an entry or an amendment by hand). Never writes."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["fingerprints"]:
+        print(_fingerprints())
+        return 0
     if not args or args[0] not in ("check", "show") or len(args) > 2 or (args[0] == "check" and len(args) > 1):
-        print("usage: python -m anatomy_kit.verdicts check | show [CLAIM]", file=sys.stderr)
+        print("usage: python -m anatomy_kit.verdicts check | show [CLAIM] | fingerprints", file=sys.stderr)
         return 2
     try:
         registry = rule_registry()
