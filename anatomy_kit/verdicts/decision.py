@@ -376,8 +376,9 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
         signs = sign_count(value, thresholds[0]) if len(thresholds) == 1 else None
-        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)} {words}{kind}"
-                                                                 + (f"; {signs}" if signs else "")),
+        tail = f"; {signs}" if signs else ""            # the direction seen is kept whole; the rest is shortened
+        return Decision(verdict, body, interval,
+                        summary=shorten(f"{_brief(value, low, high)} {words}{kind}", SUMMARY_MAX - len(tail)) + tail,
                         near_threshold=near, p=p)
     groups: dict[str, list[str]] = {}
     for name, *_, words in judged:
