@@ -18,6 +18,7 @@ from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
+from .exploratory import attach
 from ..verdicts.decision import VERDICTS
 from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
@@ -61,6 +62,7 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
     holm = holm_by_family(_claims(chapters))
     for claim in _claims(chapters):
         claim["holm"] = holm[claim["id"]].to_dict()
+    attach(_claims(chapters))
     report = {"chapters": chapters, "environment": _environments(chapters),
               "verdicts_by_paper": verdict_matrix(chapters)}
     write_json(build_dir / "report.json", report)

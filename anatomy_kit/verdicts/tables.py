@@ -190,6 +190,9 @@ class ClaimRow:
     """What our run saw where the verdict is "not comparable" although it measured something."""
     history: str = ""
     """The rule's history line (the commits where it was written and changed)."""
+    exploratory: str = ""
+    """The verdict the frozen rules gave on the exploratory data (rules written after them), beside a confirmatory
+    verdict; ``""`` when there is none."""
 
 
 def _get(claim: Any, key: str, default: Any = None) -> Any:
@@ -271,6 +274,13 @@ def amendment_lines(record: Mapping) -> tuple[tuple[str, str], ...]:
         ("verdict shown", stands))
 
 
+def _exploratory(claim: Any) -> str:
+    e = _get(claim, "exploratory")
+    if not isinstance(e, Mapping) or not e.get("verdict"):
+        return ""
+    return f"{e['verdict']}: {e.get('summary') or ''}".rstrip(": ")
+
+
 def _holm(claim: Any) -> tuple[str, str]:
     h = _get(claim, "holm")
     if not h:
@@ -314,13 +324,17 @@ def claim_row(claim: Any) -> ClaimRow:
         amendment=amendment_lines(record := _registry_fields(claim)), amended=record.get("status") == "amended",
         holm=(holm := _holm(claim))[0], holm_detail=holm[1], role=str(_get(claim, "role") or ""),
         phase=str(_get(claim, "phase") or ""), saw=str(_get(claim, "saw") or ""),
-        history=str((record.get("registered") or {}).get("history") or ""))
+        history=str((record.get("registered") or {}).get("history") or ""),
+        exploratory=_exploratory(claim))
 
 
 def escape(text: Any) -> str:
     """Escaped text on one line (a blank line would end an HTML block inside Markdown)."""
     return html.escape(" ".join(str(text).split()), quote=True)
 
+
+#: How a claim's details mark the exploratory verdict beside a confirmatory one.
+RULES_WRITTEN_AFTER_NOTE = "the verdict on the exploratory data; the rules were written after these data had been seen"
 
 #: The footnote of a claims table that marks a verdict "≈ near threshold".
 NEAR_THRESHOLD_NOTE = ("≈ near threshold: the data sit close to the rule's threshold, so another machine, "
@@ -356,6 +370,8 @@ def _details(row: ClaimRow) -> str:
     if row.saw:
         items.append(("our run saw", row.saw))
     items += list(row.amendment)
+    if row.exploratory:
+        items.append(("exploratory", f"{row.exploratory} ({RULES_WRITTEN_AFTER_NOTE})"))
     if row.history:
         items.append(("rule written", row.history))
     if row.phase:
