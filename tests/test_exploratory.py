@@ -71,3 +71,23 @@ def test_attach_puts_the_exploratory_verdict_beside_confirmatory_claims_only():
     html = claims_html([conf | {"paper": {"value": 1}}])
     assert "<dt>exploratory</dt><dd>not established: layer 11: rank 1–3 (the verdict on the exploratory data; " \
            "the rules were written after these data had been seen)" in html
+
+
+def test_the_report_counts_each_chapters_confirmatory_verdicts_beside_its_exploratory_ones():
+    from anatomy_kit.book.report import phase_counts, primaries
+
+    chapters = [{"chapter": "ch01_ablation_map", "claims": [
+        {"id": "p1.l11_rank", "verdict": "reproduced", "phase": "confirmatory", "role": "primary",
+         "exploratory": {"verdict": "not established"}, "holm": {"adjusted": 0.004, "m": 4, "survives": True}},
+        {"id": "p1.anti_layers", "verdict": "not reproduced", "phase": "confirmatory", "role": "primary",
+         "exploratory": {"verdict": "not reproduced"}, "holm": {"adjusted": 1e-6, "m": 4, "survives": None}},
+        {"id": "p1.baseline_ppl", "verdict": "not comparable", "phase": "exploratory", "role": "secondary"}]},
+        {"chapter": "card_report", "claims": []}]
+    assert phase_counts(chapters) == {"ch01_ablation_map": {
+        "confirmatory": {"reproduced": 1, "not reproduced": 1},
+        "exploratory": {"not reproduced": 1, "not established": 1, "not comparable": 1}}}
+    assert primaries(chapters) == [
+        {"id": "p1.l11_rank", "family": "p1", "verdict": "reproduced", "phase": "confirmatory", "adjusted_p": 0.004,
+         "m": 4, "survives": True},
+        {"id": "p1.anti_layers", "family": "p1", "verdict": "not reproduced", "phase": "confirmatory",
+         "adjusted_p": 1e-6, "m": 4, "survives": None}]
