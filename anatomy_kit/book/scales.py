@@ -28,7 +28,7 @@ def _build_docs(build_dir: str | Path) -> dict[str, dict | None]:
 
 def scale_counts(build_dir: str | Path) -> dict[str, int]:
     """How many claims of the build's metrics each scale is the smallest to decide (:func:`decidable_at`)."""
-    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "not modelled": 0}
+    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "never": 0, "not modelled": 0}
     for doc in _build_docs(build_dir).values():
         for r in power_rows(doc) if doc else []:
             counts[decidable_at(r)] += 1
