@@ -86,6 +86,8 @@ def scales_markdown(build_dir: str | Path) -> str:
     lines = ["| scale | time | hardware | data needed | claims it can decide (of the build's "
              f"{total}) |", "|---|---|---|---|---|"]
     lines += [f"| `{name}` | {t} | {hw} | {data} | {by[name]} |" for name, t, hw, data in rows]
-    note = (f"{counts['beyond full']} need more than full scale gives, and {counts['not modelled']} are decided by "
-            "sets, ranks or null models that the power analysis does not model.")
+    note = (f"{counts['beyond full']} need more than full scale gives, {counts['never']} can never be decided where "
+            "the smoke estimate lies (the rule decides nothing there, whatever the units), and "
+            f"{counts['not modelled']} are decided by sets, ranks or null models that the power analysis does not "
+            "model, or rest on an interval with an infinite end.")
     return "\n".join(lines) + "\n\n" + note + "\n"
