@@ -19,7 +19,7 @@ CONFIDENCE = 0.95
 STATISTICS_RULE_TITLE = "How every verdict is decided (one rule for the whole book)"
 
 
-def _fewest_seeds(alpha: float = HOLM_ALPHA) -> int:
+def _fewest_seeds(alpha: float) -> int:
     n = 1
     while sign_flip_floor(n) > alpha:
         n += 1
@@ -29,7 +29,7 @@ def _fewest_seeds(alpha: float = HOLM_ALPHA) -> int:
 def statistics_rule_items() -> list[tuple[str, str]]:
     """``[(kind of evidence, how it decides)]``, in the order the text gives them."""
     a, c = f"{HOLM_ALPHA:g}", f"{100 * CONFIDENCE:g} %"
-    n = _fewest_seeds()
+    n = _fewest_seeds(HOLM_ALPHA)
     return [
         ("Paired seeds (models trained from several seeds)",
          f"the exact sign-flip test on the seeds' paired differences, and its {c} sign-flip interval; no normal "
