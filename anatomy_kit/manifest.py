@@ -21,7 +21,8 @@ import yaml
 
 from .validate import AnatomyKitError
 
-__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "rule_registry_docs",
+__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "provenance",
+           "rule_registry_docs",
            "LIMITED_BY"]
 
 FILES = ("models", "corpora", "references")
@@ -82,6 +83,11 @@ def corpus_entries() -> dict:
 def references() -> dict:
     """Paper reference numbers by claim id (``p1.baseline_ppl``, ...)."""
     return _load("references")["references"]
+
+
+def provenance() -> dict[str, str]:
+    """``{family: one sentence}``: what could be read of each paper's source (``references.yaml``'s ``provenance``)."""
+    return dict(_load("references").get("provenance") or {})
 
 
 def reference(claim_id: str) -> dict:
