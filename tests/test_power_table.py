@@ -263,3 +263,17 @@ def test_a_primary_claims_units_are_counted_at_alpha_over_its_family(monkeypatch
     assert rows[1].needed_n == _needed_by_hand(1.0, sd)
     assert rows[0].needed_n == _needed_by_hand(1.0, sd, confidence=1 - 0.05 / 4) > rows[1].needed_n
     assert "α / 4" in rows[0].decides
+
+
+def test_only_a_boundary_whose_crossing_changes_the_verdict_counts():
+    # Close around the paper's 10: reproduced within ±1, partly within ±3. Our 11.4 is partly; the nearest listed
+    # boundary, 11, only separates reproduced from partly, which an interval around 11.4 never needs to cross:
+    # the verdict changes where the interval reaches 13, 1.6 away (by hand), so the units are those for 1.6
+    spec = {"rule": "Close", "params": {"abs_tol": 1.0, "rel_tol": None, "partly_factor": 3.0, "key": None,
+                                        "confidence": 0.95}}
+    h, n = 1.0, 5
+    claim = _claim(_interval(11.4, 11.4 - h, 11.4 + h, n)) | {"paper": 10.0, "rule_spec": spec}
+    row = BP.power_rows(_doc(claim), hour={**SETTING, "n_eval": 64}, full={**SETTING, "n_eval": 64})[0]
+    sd = h * math.sqrt(n) / sps.t.ppf(0.975, n - 1)
+    assert row.needed_n == _needed_by_hand(1.6, sd)
+    assert row.needed_n < _needed_by_hand(0.4, sd)             # not the 0.4 to the nearest listed boundary

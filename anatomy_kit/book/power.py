@@ -302,6 +302,7 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
         if got is None:
             continue
         d, sd, n, scale = got
+        d = _deciding_distance(spec, claim, scale, confidence, method, d)
         unit = _unit_count(chapter, smoke, n)
         need = P.units_needed(d, sd, method=method, confidence=level, max_n=100_000)
         need2 = P.units_needed(d, 2 * sd, method=method, confidence=level, max_n=100_000)
@@ -363,6 +364,50 @@ def _decides_at(spec: dict, claim: dict, iv: dict, confidence: float) -> bool:
     except AnatomyKitError:
         return True                       # a rule that cannot judge a bare interval: leave it to the units
     return decision.verdict != "not established"
+
+
+def _probe(spec: dict, claim: dict, low: float, high: float, confidence: float, method: str) -> str | None:
+    """The rule's verdict on an interval ``[low, high]`` of many units (``None``: the rule cannot judge one)."""
+    from ..stats import Interval
+    from ..verdicts.registry import build_rule
+
+    mean = (low + high) / 2
+    try:
+        return build_rule(spec).decide(Interval(mean, low, high, 60, max(high - low, 1e-12), 59, confidence, method),
+                                       _reference(claim)).verdict
+    except (AnatomyKitError, ValueError, OverflowError):
+        return None
+
+
+def _deciding_distance(spec: dict, claim: dict, scale: tuple, confidence: float, method: str,
+                       nearest: float) -> float:
+    """How far an interval centred on the smoke estimate may reach, on the interval's own scale, before the rule's
+    verdict changes: the half-width the units must get below. Found by widening the interval until the rule
+    says something else (bisection); a boundary whose crossing does not change the verdict (a magnitude's inner
+    band when the outer band decides) does not count. ``nearest`` (the distance to the nearest listed boundary)
+    where the rule cannot be probed."""
+    m, fwd, inv = scale
+    h0 = 1e-9 * max(1.0, abs(m))
+    try:
+        at = _probe(spec, claim, inv(m - h0), inv(m + h0), confidence, method)
+    except (OverflowError, ValueError):
+        return nearest
+    if at is None:
+        return nearest
+
+    def same(h: float) -> bool:
+        try:
+            return _probe(spec, claim, inv(m - h), inv(m + h), confidence, method) == at
+        except (OverflowError, ValueError):
+            return False
+
+    lo, hi = h0, max(nearest, 2 * h0)
+    while same(hi) and hi < 1e6 * max(1.0, abs(m)):
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if same(mid) else (lo, mid)
+    return lo if lo > 0 else nearest
 
 
 def _family_size(claim_id: str) -> int | None:
