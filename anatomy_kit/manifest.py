@@ -15,15 +15,19 @@ import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from .validate import AnatomyKitError
 
-__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "rule_registry_doc",
+__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "provenance",
+           "rule_registry_docs",
            "LIMITED_BY"]
 
-FILES = ("models", "corpora", "references", "rule_registry")
+FILES = ("models", "corpora", "references")
+#: The rule registry's folder inside the manifest: one file per chapter and ``freeze.yaml``.
+REGISTRY = "registry"
 
 #: What would most likely change our verdict on a claim, the ``limited_by`` field of every entry of
 #: ``references.yaml``, in the order the book's verdict table groups them: more paired seeds or runs
@@ -43,20 +47,24 @@ def manifest_dir() -> Path:
             path = Path(str(resources.files("anatomy_kit.data_manifest")))
         except ModuleNotFoundError:
             path = Path(__file__).resolve().parents[1] / "data_manifest"
-    if not all((path / f"{name}.yaml").is_file() for name in FILES):
-        raise AnatomyKitError(f"data manifest folder {path} lacks one of {[f + '.yaml' for f in FILES]}; "
-                              "reinstall anatomy-kit or set ANATOMY_KIT_MANIFEST")
+    if not all((path / f"{name}.yaml").is_file() for name in FILES) or not (path / REGISTRY).is_dir():
+        raise AnatomyKitError(f"data manifest folder {path} lacks one of {[f + '.yaml' for f in FILES]} or the "
+                              f"folder {REGISTRY}/; reinstall anatomy-kit or set ANATOMY_KIT_MANIFEST")
     return path
+
+
+def _read(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except yaml.YAMLError as err:
+        raise AnatomyKitError(f"{path} is not valid YAML: {err}") from None
 
 
 @lru_cache(maxsize=None)
 def _load(name: str) -> dict:
     path = manifest_dir() / f"{name}.yaml"
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except yaml.YAMLError as err:
-        raise AnatomyKitError(f"{path} is not valid YAML: {err}") from None
+    doc = _read(path)
     if not isinstance(doc, dict) or name not in doc:
         raise AnatomyKitError(f"{path} must hold a mapping under the key {name!r}")
     return doc
@@ -77,6 +85,11 @@ def references() -> dict:
     return _load("references")["references"]
 
 
+def provenance() -> dict[str, str]:
+    """``{family: one sentence}``: what could be read of each paper's source (``references.yaml``'s ``provenance``)."""
+    return dict(_load("references").get("provenance") or {})
+
+
 def reference(claim_id: str) -> dict:
     """One reference entry; an unknown id is an error that names the file to add it to."""
     refs = references()
@@ -86,7 +99,12 @@ def reference(claim_id: str) -> dict:
     return refs[claim_id]
 
 
-def rule_registry_doc() -> dict:
-    """The parsed ``rule_registry.yaml`` (each claim's registered rule and its amendments); read it through
-    :func:`anatomy_kit.verdicts.registry.rule_registry`, which checks every fingerprint."""
-    return _load("rule_registry")
+@lru_cache(maxsize=None)
+def rule_registry_docs() -> tuple[list, dict | None]:
+    """``(chapter files, freeze.yaml)`` of the rule registry, parsed: every ``registry/<chapter>.yaml`` in name
+    order, and ``registry/freeze.yaml`` (``None`` when absent). Read it through
+    :func:`anatomy_kit.verdicts.registry.rule_registry`, which checks every fingerprint and the freeze."""
+    folder = manifest_dir() / REGISTRY
+    chapters = [_read(p) for p in sorted(folder.glob("*.yaml")) if p.name != "freeze.yaml"]
+    freeze = folder / "freeze.yaml"
+    return chapters, (_read(freeze) if freeze.is_file() else None)

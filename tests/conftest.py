@@ -129,3 +129,20 @@ def installed_registry_default(monkeypatch):
     from anatomy_kit.verdicts import claims
 
     monkeypatch.setattr(claims, "installed_registry", _INSTALLED_REGISTRY)
+
+
+def registry_of(rules: dict, roles: dict | None = None, *, frozen: bool = False):
+    """A rule registry holding ``{claim id: rule}`` at the smoke scale with an empty design (``roles``: ``{claim id:
+    "primary"}``, others secondary; ``frozen``: frozen with the plan's seed offset 1000), for unit tests that need
+    roles or a freeze without the installed registry."""
+    from anatomy_kit.verdicts import registry as REG
+
+    claims = {}
+    for cid, rule in rules.items():
+        role = (roles or {}).get(cid, "secondary")
+        forms = {"smoke": {"spec": REG.rule_spec(rule), "design": {}}}
+        claims[cid] = {"role": role, "history": "written after the exploratory data (test)", "forms": forms,
+                       "fingerprint": REG.claim_fingerprint(role, REG._forms(cid, forms)), "amendments": []}
+    freeze = ({"frozen": {"date": "2026-12-05", "fingerprints": {c: e["fingerprint"] for c, e in claims.items()}},
+               "plan": {"seed_offset": 1000, "text": "held out"}} if frozen else None)
+    return REG.RuleRegistry.from_docs([{"chapter": "test", "claims": claims}], freeze)

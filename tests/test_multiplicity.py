@@ -13,7 +13,7 @@ from anatomy_kit.validate import AnatomyKitError
 from anatomy_kit.verdicts.combine import AllOf, ByConstruction
 from anatomy_kit.verdicts.equivalence import Equivalent
 from anatomy_kit.verdicts.magnitude import Magnitude
-from anatomy_kit.verdicts.multiplicity import NO_TEST, holm_adjusted, holm_by_family
+from anatomy_kit.verdicts.multiplicity import design_can_survive, holm_adjusted, holm_by_family
 from anatomy_kit.verdicts.rules import Close, DifferenceSign, IntervalBelow, IntervalContains, RankCorrelation, SetOverlap
 
 REF = {"value": "negative"}
@@ -32,19 +32,74 @@ def test_holm_step_down_stops_and_stays_monotone():
         holm_adjusted([0.1, 1.5])
 
 
-def test_holm_by_family_counts_tests_per_paper_and_marks_positive_verdicts():
-    claims = [{"id": "p1.a", "verdict": "reproduced", "p": 0.01}, {"id": "p1.b", "verdict": "reproduced", "p": 0.03},
-              {"id": "p1.c", "verdict": "not established", "p": 0.2}, {"id": "p1.d", "verdict": "reproduced", "p": None},
-              {"id": "p2.a", "verdict": "reproduced", "p": 0.03}, {"id": "p2.b", "verdict": "not comparable", "p": None}]
+def _c(cid, verdict, p, role="primary", parts=()):
+    return {"id": cid, "verdict": verdict, "p": p, "role": role, "parts": [list(x) for x in parts]}
+
+
+def test_holm_runs_over_the_primaries_only_and_leaves_secondaries_unadjusted():
+    claims = [_c("p1.a", "reproduced", 0.01), _c("p1.b", "reproduced", 0.03), _c("p1.c", "not established", 0.2),
+              _c("p1.s", "reproduced", 0.001, role="secondary"),
+              _c("p2.a", "reproduced", 0.03), _c("p2.s", "not comparable", None, role="secondary")]
     h = holm_by_family(claims)
-    # p1: m = 3 tests; 0.01·3 = 0.03 ✓, 0.03·2 = 0.06 ✗, 0.2·1 → 0.2
+    # p1's primaries: m = 3 tested parts; by hand 0.01·3 = 0.03 ✓, 0.03·2 = 0.06 ✗, 0.2·1 → 0.2 (monotone: 0.2)
     assert (h["p1.a"].adjusted, h["p1.a"].survives, h["p1.a"].m) == (pytest.approx(0.03), True, 3)
     assert (h["p1.b"].adjusted, h["p1.b"].survives) == (pytest.approx(0.06), False)
-    assert h["p1.c"].survives is None                                      # not positive: nothing to survive
-    assert (h["p1.d"].p, h["p1.d"].survives, h["p1.d"].why) == (None, None, NO_TEST)
-    # p2 is its own family: one test, 0.03 ≤ 0.05
+    assert (h["p1.c"].adjusted, h["p1.c"].survives) == (pytest.approx(0.2), None)   # not positive
+    # a secondary keeps its own p, is never adjusted and never enlarges the family
+    assert (h["p1.s"].role, h["p1.s"].p, h["p1.s"].adjusted, h["p1.s"].survives) == ("secondary", 0.001, None, None)
+    assert "secondary" in h["p1.s"].why and "unadjusted" in h["p1.s"].why
+    # p2 is its own family: one primary test, 0.03 ≤ 0.05
     assert (h["p2.a"].adjusted, h["p2.a"].survives, h["p2.a"].m) == (pytest.approx(0.03), True, 1)
-    assert h["p2.b"].why == "not comparable: no test, nothing to correct"
+    assert h["p2.s"].p is None and "not comparable" in h["p2.s"].why
+
+
+def test_every_tested_part_of_a_primary_is_a_hypothesis_and_a_not_comparable_part_stays_reported():
+    # p1.g: two tested parts and one not comparable part; p1.h one test. m = 3 tested parts.
+    claims = [_c("p1.g", "partly reproduced", 0.02, parts=[("sign", "reproduced", 0.01), ("ratio", "not comparable", None),
+                                                           ("late", "not established", 0.02)]),
+              _c("p1.h", "reproduced", 0.012)]
+    h = holm_by_family(claims)
+    assert h["p1.g"].m == 3 and h["p1.h"].m == 3
+    # by hand: sorted 0.01·3 = 0.03, 0.012·2 = 0.024 → max(0.03, 0.024) = 0.03, 0.02·1 → 0.03
+    parts = {name: (v, p, adj) for name, v, p, adj in h["p1.g"].parts}
+    assert parts["sign"][2] == pytest.approx(0.03) and parts["late"][2] == pytest.approx(0.03)
+    assert parts["ratio"] == ("not comparable", None, None)
+    assert "not tested: ratio" in h["p1.g"].why
+    # the claim survives on its supporting part (sign) alone; its adjusted p is that part's
+    assert (h["p1.g"].survives, h["p1.g"].adjusted) == (True, pytest.approx(0.03))
+    assert h["p1.h"].adjusted == pytest.approx(0.03)
+
+
+def test_a_positive_primary_survives_only_if_every_supporting_part_does():
+    claims = [_c("p3.x", "reproduced", 0.04, parts=[("a", "reproduced", 0.001), ("b", "reproduced", 0.04)])]
+    h = holm_by_family(claims)["p3.x"]
+    # m = 2: 0.001·2 = 0.002 ✓, 0.04·1 → 0.04 ✓: both survive
+    assert (h.survives, h.adjusted) == (True, pytest.approx(0.04))
+    claims = [_c("p3.x", "reproduced", 0.04, parts=[("a", "reproduced", 0.001), ("b", "reproduced", None)])]
+    h = holm_by_family(claims)["p3.x"]
+    assert h.survives is False                  # a supporting part without a p cannot survive a correction
+
+
+@pytest.mark.parametrize("p, survives", [(0.025, True), (0.0250001, False), (0.0249999, True)])
+def test_survival_at_just_below_and_just_above_alpha(p, survives):
+    # two primaries: the larger p is adjusted by 1 (step 2), the smaller by 2: 2·p against α = 0.05
+    claims = [_c("tlm.a", "reproduced", p), _c("tlm.b", "reproduced", 0.5)]
+    h = holm_by_family(claims)["tlm.a"]
+    assert h.adjusted == pytest.approx(2 * p, abs=1e-15) and h.survives is survives
+
+
+def test_more_than_three_primaries_in_a_family_is_an_error():
+    claims = [_c(f"p2.{k}", "reproduced", 0.01) for k in "abcd"]
+    with pytest.raises(AnatomyKitError, match="at most 3"):
+        holm_by_family(claims)
+
+
+@pytest.mark.parametrize("floor, m, ok", [(2 / 2 ** 8, 3, True), (2 / 2 ** 6, 2, False), (2 / 2 ** 7, 3, True),
+                                          (2 / 2 ** 6, 1, True), (0.05 / 4, 4, True), (0.05 / 4 + 1e-12, 4, False)])
+def test_a_design_survives_only_if_its_floor_times_the_family_size_reaches_alpha(floor, m, ok):
+    # by hand: 8 seeds under the exact sign-flip test, 2/256 · 3 = 0.0234 ≤ 0.05; six seeds in a family of two,
+    # 2/64 · 2 = 0.0625 > 0.05; seven seeds in a family of three, 2/128 · 3 = 0.0469 ≤ 0.05; at α exactly: survives
+    assert design_can_survive(floor, m) is ok
 
 
 def test_interval_rules_give_the_t_test_p_of_their_own_data():

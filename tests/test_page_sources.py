@@ -233,23 +233,28 @@ def test_a_typed_result_is_caught_and_names_are_not():
                              "```python\nx = 12.5\n```\n$t_{0.975} = 4.30$ and `n_seeds=6`")
 
 
-def _report(verdicts_and_seeds) -> dict:
-    claims = [{"verdict": v, "ours_data": {"n": n, "seeds": list(range(n))} if n else {"n": 5}}
-              for v, n in verdicts_and_seeds]
+def _report(rows, phase="confirmatory") -> dict:
+    """``rows``: ``(claim id, verdict, role, survives Holm)``."""
+    claims = [{"id": cid, "verdict": v, "role": role, "holm": {"survives": surv}, "phase": phase}
+              for cid, v, role, surv in rows]
     return {"chapters": [{"run": {"scale": "smoke"}, "claims": claims}]}
 
 
-def test_the_intro_reads_its_verdict_counts_and_quantiles_from_the_build():
+def test_the_intro_counts_the_papers_claims_apart_from_the_books_own_questions():
     from anatomy_kit.book.pages import build_verdicts_markdown
 
-    text = build_verdicts_markdown(_report([("reproduced", 6), ("not established", 3),
-                                            ("not established", None), ("mixed", None)]))
-    assert "Of its 4 verdicts, 1 is *reproduced*, 1 is *mixed*, 2 are *not established*" in text \
-        or "Of its 4 verdicts" in text and "2 are *not established*" in text and "1 is *mixed*" in text
-    # by hand: Student's t 97.5 % quantiles, 2 and 5 degrees of freedom; the normal one
-    assert "rest on 3 to 6 paired seeds" in text and "4.30 (n = 3), 2.57 (n = 6) instead of 1.96" in text
-    more = build_verdicts_markdown(_report([("reproduced", 6), ("reproduced", 6)]))
-    assert "Of its 2 verdicts, 2 are *reproduced*." in more and "rest on 6 paired seeds" in more
+    rows = [("p1.a", "reproduced", "primary", True), ("p1.b", "partly reproduced", "primary", False),
+            ("p1.c", "not established", "secondary", None), ("p2.a", "not reproduced", "primary", None),
+            ("book.x", "reproduced", "primary", True), ("book.y", "mixed", "secondary", None)]
+    text = build_verdicts_markdown(_report(rows))
+    # by hand: the papers' 4 claims — 1 reproduced, 1 partly, 1 not reproduced, 1 not established; primaries 3,
+    # of which 2 held and 1 survives; the book's own 2 — 1 reproduced, 1 mixed; primaries 1, held 1, survives 1
+    assert ("The papers' 4 claims: 1 *reproduced*, 1 *partly reproduced*, 1 *not reproduced*, 1 *not established*; "
+            "of their 3 primary claims, 2 held and 1 of those survive Holm's correction.") in text
+    assert ("The book's own 2 questions: 1 *reproduced*, 1 *mixed*; of their 1 primary claims, 1 held and 1 of "
+            "those survive") in text
+    assert "on confirmatory data" in text
+    assert "on exploratory data" in build_verdicts_markdown(_report(rows, phase="exploratory"))
     assert "No chapter had run" in build_verdicts_markdown(None)
     assert typed_numbers(text)          # generated: the test of typed numbers does not read _generated/
 

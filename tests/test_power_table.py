@@ -227,3 +227,53 @@ def test_the_card_rows_separate_greedy_from_last_k_and_from_random_sets():
     short = {**hour, "tokens": 64 * (vs_last.needed_n - 1)}
     assert card_power_rows(card, short, full)[0].decidable == "only at full"
     assert card_power_rows({**card, "pruning": None}, hour, full) == []
+
+
+def test_a_magnitude_whose_estimate_lies_between_its_bands_is_never_decidable():
+    # paper 63,419; bands ×10 (6,342 … 634,190) and ×100 (634 … 6,341,900). An estimate of 2,381 lies between the
+    # ×100 and ×10 bands, where the magnitude rule gives "not established" to any interval: no n decides it
+    spec = {"rule": "Magnitude", "params": {"within_factor": 10.0, "partly_factor": 100.0, "key": None,
+                                            "confidence": 0.95}}
+    between = _claim(_interval(2381.0, 743.0, 7201.0)) | {"paper": 63419.0, "rule_spec": spec}
+    row = BP.power_rows(_doc(between))[0]
+    assert (row.decidable, row.needed, BP.decidable_at(row)) == ("never", "—", "never")
+    assert BP.NEVER in row.decides
+    # an estimate inside the ×10 band is decidable: the interval must shrink inside it
+    inside = _claim(_interval(30000.0, 9000.0, 51000.0)) | {"paper": 63419.0, "rule_spec": spec}
+    assert BP.power_rows(_doc(inside))[0].decidable != "never"
+
+
+def test_an_interval_with_an_infinite_end_is_not_modelled_and_says_why():
+    infinite = _claim({"mean": 470.4, "low": 35.8, "high": None, "n": 5, "method": "t", "confidence": 0.95},
+                      threshold=1e6)
+    row = BP.power_rows(_doc(infinite))[0]
+    assert row.decidable == "not modelled" and "infinite end" in row.decides and row.needed == "—"
+    # the same interval with a finite end is counted as before
+    finite = _claim(_interval(470.4, 35.8, 905.0), threshold=1e6)
+    assert BP.power_rows(_doc(finite))[0].needed != "—"
+
+
+def test_a_primary_claims_units_are_counted_at_alpha_over_its_family(monkeypatch):
+    h, n = 0.8, 5
+    sd = h * math.sqrt(n) / sps.t.ppf(0.975, n - 1)
+    monkeypatch.setattr(BP, "_family_size", lambda cid: 4)
+    primary = _claim(_interval(1.0, 1.0 - h, 1.0 + h, n)) | {"role": "primary"}
+    secondary = _claim(_interval(1.0, 1.0 - h, 1.0 + h, n)) | {"role": "secondary"}
+    rows = BP.power_rows(_doc(primary, secondary), hour={**SETTING, "n_eval": 64}, full={**SETTING, "n_eval": 64})
+    assert rows[1].needed_n == _needed_by_hand(1.0, sd)
+    assert rows[0].needed_n == _needed_by_hand(1.0, sd, confidence=1 - 0.05 / 4) > rows[1].needed_n
+    assert "α / 4" in rows[0].decides
+
+
+def test_only_a_boundary_whose_crossing_changes_the_verdict_counts():
+    # Close around the paper's 10: reproduced within ±1, partly within ±3. Our 11.4 is partly; the nearest listed
+    # boundary, 11, only separates reproduced from partly, which an interval around 11.4 never needs to cross:
+    # the verdict changes where the interval reaches 13, 1.6 away (by hand), so the units are those for 1.6
+    spec = {"rule": "Close", "params": {"abs_tol": 1.0, "rel_tol": None, "partly_factor": 3.0, "key": None,
+                                        "confidence": 0.95}}
+    h, n = 1.0, 5
+    claim = _claim(_interval(11.4, 11.4 - h, 11.4 + h, n)) | {"paper": 10.0, "rule_spec": spec}
+    row = BP.power_rows(_doc(claim), hour={**SETTING, "n_eval": 64}, full={**SETTING, "n_eval": 64})[0]
+    sd = h * math.sqrt(n) / sps.t.ppf(0.975, n - 1)
+    assert row.needed_n == _needed_by_hand(1.6, sd)
+    assert row.needed_n < _needed_by_hand(0.4, sd)             # not the 0.4 to the nearest listed boundary

@@ -18,16 +18,22 @@ WHY = "asked for by a referee after the overlap had been seen"
 
 
 def _registry() -> REG.RuleRegistry:
-    def entry(rule, amendments=()):
-        return {"date": "2026-12-02", "spec": REG.rule_spec(rule), "fingerprint": REG.fingerprint(rule),
-                "amendments": [{"date": "2026-12-03", "what": "partly needs one shared layer", "why": WHY,
-                                "seen_before": True, "spec": REG.rule_spec(a), "fingerprint": REG.fingerprint(a)}
+    def forms(rule):
+        return {"smoke": {"spec": REG.rule_spec(rule), "design": {}}}
+
+    def entry(rule, role="secondary", amendments=()):
+        fp = REG.claim_fingerprint(role, REG._forms("t", forms(rule)))
+        return {"role": role, "history": "written after the exploratory smoke data (test)", "forms": forms(rule),
+                "fingerprint": fp,
+                "amendments": [{"date": "2026-12-06", "what": "partly needs one shared layer", "why": WHY,
+                                "seen_before": True, "role": role, "forms": forms(a),
+                                "fingerprint": REG.claim_fingerprint(role, REG._forms("t", forms(a)))}
                                for a in amendments]}
-    return REG.RuleRegistry.from_doc({"rule_registry": {
-        "p1.critical_core": entry(REGISTERED, [AMENDED]),
-        "p1.growth_val_losses": entry(DifferenceSign("negative", method="sign-flip")),
-        "p1.growth_speedup": entry(Close(rel_tol=0.5)),
-        "p2.val_loss_440m": entry(DifferenceSign(method="sign-flip"))}})
+    return REG.RuleRegistry.from_docs([{"chapter": "ch01_ablation_map", "claims": {
+        "p1.critical_core": entry(REGISTERED, amendments=[AMENDED]),
+        "p1.growth_val_losses": entry(DifferenceSign("negative", method="sign-flip"), role="primary"),
+        "p1.growth_speedup": entry(Close(rel_tol=0.5), role="primary"),
+        "p2.val_loss_440m": entry(NotComparable("we train no 440M model"))}}])
 
 
 def _claims():
@@ -46,30 +52,38 @@ def test_a_chapter_table_shows_both_verdicts_and_the_reason_of_an_amendment():
     details = re.search(r"<details>.*?</details>", row).group(0)
     assert "under the registered rule</dt><dd>not reproduced" in details
     assert "under the amended rule</dt><dd>partly reproduced" in details
-    assert WHY in details and "after the numbers had been seen" in details
+    assert WHY in details and "after confirmatory numbers had been seen" in details
     assert "the registered verdict stands" in details
+    assert "rule written</dt><dd>written after the exploratory smoke data" in details
     others = html.split('<tbody class="ak-claim">')[2:]
     assert all('class="ak-amended"' not in r for r in others)
-    assert "not judged under its registered rule" in others[2]
+    # primaries are tagged; every row of this unfrozen registry is exploratory
+    assert 'class="ak-role"' in others[0] and 'class="ak-role"' not in others[2]
+    assert all('class="ak-phase"' in r for r in others)
 
 
-def test_the_report_counts_amended_claims_and_holm_survivors(tmp_path):
+def test_the_report_counts_primaries_survivors_and_phases(tmp_path):
     run = {"chapter": "ch01_ablation_map", "scale": "smoke", "device": "cpu", "model": "m", "corpus": "c",
            "seed": 0, "sizes": {}}
     write_json(tmp_path / "metrics" / "ch01_ablation_map.json",
                {"chapter": "ch01_ablation_map", "run": run, "claims": [c.to_dict() for c in _claims()]})
     report = build_report(tmp_path)
     claims = {c["id"]: c for c in report["chapters"][0]["claims"]}
-    # paper 1 has two tests: the set overlap (no null: no p) is none, so only the sign-flip p = 2/64 counts, m = 1
+    # paper 1's primaries: the sign-flip (p = 2/64) and the band (no p): m = 1 tested part
     assert claims["p1.growth_val_losses"]["holm"]["m"] == 1
     assert claims["p1.growth_val_losses"]["holm"]["survives"] is True
-    assert claims["p1.growth_speedup"]["holm"]["p"] is None
+    assert claims["p1.growth_speedup"]["holm"]["adjusted"] is None
+    # a reproduced primary without a test cannot survive a correction
+    assert claims["p1.growth_speedup"]["holm"]["survives"] is (False if claims["p1.growth_speedup"]["verdict"]
+                                                                in ("reproduced", "partly reproduced") else None)
+    assert claims["p1.critical_core"]["holm"]["role"] == "secondary"
     summary = (tmp_path / "report.md").read_text().split("\n## ", 1)[0]
     text = re.sub(r"<[^>]+>", "", summary)
-    assert "1 of 4 claims judged under an amended rule" in text
-    assert "1 not judged under their registered rule" in text
-    # positive as decided: growth_val_losses and growth_speedup; one rests on a test, and it survives
-    assert "2 reproduced or partly as decided; of the 1 of them that rest on a test, 1 survive Holm" in text
+    positive = sum(claims[c]["verdict"] in ("reproduced", "partly reproduced")
+                   for c in ("p1.growth_val_losses", "p1.growth_speedup"))
+    assert f"2 primary claims (at most 3 a family" in text
+    assert f"{positive} reproduced or partly, 1 of them surviving the correction" in text
+    assert "0 of 4 claims rest on confirmatory data" in text and "1 judged under an amended rule" in text
 
 
 def test_every_claim_has_a_short_human_title_and_tables_show_it():

@@ -84,12 +84,24 @@ def test_enumerated_null_floor_one_over_its_values(alpha, expected):
     assert d.verdict == expected and ("0.167 > α" in d.reason) == (expected == "not comparable")
 
 
-@pytest.mark.parametrize("draws, expected", [(19, "reproduced"), (18, "not comparable"), (99, "reproduced")])
+@pytest.mark.parametrize("draws, expected", [(19, "not established"), (18, "not comparable"), (20, "reproduced"),
+                                             (99, "reproduced")])
 def test_monte_carlo_null_floor_one_over_draws_plus_one(draws, expected):
+    # ours beyond every draw: p = 1/(draws + 1): 1/19 > α (the design cannot speak), 1/20 = α exactly (a Monte
+    # Carlo p at α does not decide), 1/21 and 1/100 below α
     base = stats.permutation_null(lambda v: float(v[-1]), np.arange(8.0), alternative="greater", n_perm=draws)
     null = stats.PermutationNull(100.0, 1 / (draws + 1), "greater", 8, draws, "monte carlo", 3.5, 1.0, 0.0, 7.0,
-                                 base.null)                 # ours beyond every draw: p = 1/(draws + 1)
-    assert R.BeyondNull("greater").decide(null, NEG).verdict == expected
+                                 base.null)
+    d = R.BeyondNull("greater").decide(null, NEG)
+    assert d.verdict == expected
+    assert ("exactly α" in d.reason) == (draws == 19)
+
+
+def test_an_enumerated_p_at_alpha_still_decides():
+    # 20 enumerated values, ours the largest: p = 1/20 = α exactly, and an exact p at α reaches it
+    values = np.arange(20.0)
+    null = stats.PermutationNull(100.0, 0.05, "greater", 20, 20, "exact", 9.5, 1.0, 0.0, 19.0, values)
+    assert R.BeyondNull("greater").decide(null, NEG).verdict == "reproduced"
 
 
 @pytest.mark.parametrize("n_layers, expected", [(19, "not comparable"), (20, "reproduced"), (21, "reproduced")])

@@ -70,10 +70,20 @@ def test_every_rule_writes_a_one_line_summary_within_the_bound():
     assert verdicts == set(C.VERDICTS)                                   # and every verdict appears
 
 
+def test_a_summary_counts_the_paired_values_on_each_side_of_the_threshold():
+    # by hand: 1 − 1.3 < 0, 1.1 − 1.0 > 0, 0.9 − 1.12 < 0: two of three below 0, whatever the interval says
+    pc = stats.paired_difference([1.0, 1.1, 0.9], [1.3, 1.0, 1.12], unit="nats")
+    assert R.DifferenceSign("negative").decide(pc, REF).summary.endswith("; 2 of 3 values below 0")
+    # against a threshold other than 0: the values minus nothing, compared with the threshold itself
+    assert R.IntervalAbove(0.15).decide([0.1, 0.2, 0.3, 0.4], REF).summary.endswith("; 3 of 4 values above 0.15")
+    # a point or a bare interval has no values to count
+    assert "values" not in R.IntervalBelow(0.0).decide((-2.0, -1.0), REF).summary
+
+
 def test_summaries_say_it_at_a_glance():
     pc = stats.paired_difference([1.0, 1.1, 0.9], [1.3, 1.25, 1.12], unit="nats")
     assert R.DifferenceSign("negative").decide(pc, REF).summary == \
-        "our Δ = −0.2233 nats (interval −0.4098 to −0.03689) lies entirely below 0 (95 % t)"
+        "our Δ = −0.2233 nats (interval −0.4098 to −0.03689) lies entirely below 0 (95 % t); 3 of 3 values below 0"
     assert R.SetOverlap(full=3, n_layers=30).decide([8, 9, 2, 3], SET_REF).summary == \
         "shares 2 of the paper's 4 layers [8, 9]; chance p = 0.075 (layers exchangeable)"
 

@@ -18,6 +18,7 @@ from anatomy_kit.manifest import LIMITED_BY, references
 from anatomy_kit.synthesis.verdicts import (SELF, TABLE_COLUMNS, VerdictRow, book_claims, verdict_counts,
                                             verdict_table)
 from anatomy_kit.validate import AnatomyKitError
+from conftest import registry_of
 
 
 def test_every_reference_claim_declares_what_would_change_its_verdict():
@@ -29,27 +30,33 @@ def test_every_reference_claim_declares_what_would_change_its_verdict():
 
 def _chapters() -> dict[str, list[Claim]]:
     """Real claims (real reference ids, real rules) as chapters 1, 3 and 6 build them; the numbers are
-    stand-ins (rules are pure statistics of them), each chosen to give the verdict in its comment."""
+    stand-ins (rules are pure statistics of them), each chosen to give the verdict in its comment. Paper 1's
+    primaries here: the two growth differences and the speed-up band."""
     flips = dict(method="sign-flip")
-    return {
-        "ch01_ablation_map": [
-            # written before p1.anti_layers, in the same group: the table orders them by id
-            Claim("p1.l11_ablation", (30000.0, 90000.0), Magnitude()),                  # reproduced
-            Claim("p1.baseline_ppl", 20.0, NotComparable("another text and model")),     # not comparable
-            Claim("p1.anti_layers", (0.5, 2.0), IntervalBelow(0.0)),                     # not reproduced
-            Claim("p1.importance_range", (10.0, 1e9), IntervalAbove(1e6)),               # not established
-        ],
-        "ch03_growth_training": [
-            Claim("p1.growth_speedup", 12.0, Close(rel_tol=0.5, partly_factor=2.0)),     # reproduced
-            Claim("p1.growth_val_losses", [-0.02, -0.03, -0.01, -0.04, -0.02, -0.03],
-                  DifferenceSign(paper_keys=("growth", "uniform"), **flips)),            # reproduced
-            Claim("p1.growth_importance_order", [-0.02, 0.03, -0.01, 0.04, -0.02, 0.03],
-                  DifferenceSign("negative", **flips)),                                  # not established
-        ],
-        "ch06_width_growth": [
-            Claim("p3.precursor_dead_wo", 1.0, ByConstruction("zero-padded directions get no gradient")),
-        ],
-    }
+    rules = {cid: rule for cid, rule in _RULES.items()}
+    reg = registry_of(rules, {k: "primary" for k in ("p1.growth_val_losses", "p1.growth_importance_order",
+                                                      "p1.growth_speedup")})
+    return {chapter: [Claim(cid, ours, rules[cid], registry=reg) for cid, ours in claims]
+            for chapter, claims in _OURS.items()}
+
+
+_RULES = {
+    "p1.l11_ablation": Magnitude(), "p1.baseline_ppl": NotComparable("another text and model"),
+    "p1.anti_layers": IntervalBelow(0.0), "p1.importance_range": IntervalAbove(1e6),
+    "p1.growth_speedup": Close(rel_tol=0.5, partly_factor=2.0),
+    "p1.growth_val_losses": DifferenceSign(paper_keys=("growth", "uniform"), method="sign-flip"),
+    "p1.growth_importance_order": DifferenceSign("negative", method="sign-flip"),
+    "p3.precursor_dead_wo": ByConstruction("zero-padded directions get no gradient"),
+}
+_OURS = {
+    # written before p1.anti_layers, in the same group: the table orders them by id
+    "ch01_ablation_map": [("p1.l11_ablation", (30000.0, 90000.0)), ("p1.baseline_ppl", 20.0),
+                          ("p1.anti_layers", (0.5, 2.0)), ("p1.importance_range", (10.0, 1e9))],
+    "ch03_growth_training": [("p1.growth_speedup", 12.0),
+                             ("p1.growth_val_losses", [-0.02, -0.03, -0.01, -0.04, -0.02, -0.03]),
+                             ("p1.growth_importance_order", [-0.02, 0.03, -0.01, 0.04, -0.02, 0.03])],
+    "ch06_width_growth": [("p3.precursor_dead_wo", 1.0)],
+}
 
 
 EXPECTED_VERDICTS = {
@@ -108,11 +115,14 @@ def test_verdict_table_groups_by_what_would_change_it_then_chapter_then_id(rows)
     assert verdict_table(list(reversed(rows))).equals(table)
     near = table.loc["p1.importance_range", "why"]
     assert near.endswith("(near its threshold)") and {r.id: r for r in rows}["p1.importance_range"].summary in near
-    # six negative differences: exact sign-flip p = 2/2⁶ = 0.03125; paper 1's only other test here (the
+    # six negative differences: exact sign-flip p = 2/2⁶ = 0.03125; paper 1's only other tested primary here (the
     # importance order, signs mixed) has a larger p, so Holm multiplies it by 2: 0.0625 > 0.05
     assert table.loc["p1.growth_val_losses", "verdict"] == "reproduced (fails Holm)"
-    # a positive verdict no test decided (a band around the paper's number) shows "—"
+    # a positive primary no test decided (a band around the paper's number) shows "—"
     assert table.loc["p1.growth_speedup", "verdict"] == "reproduced (—)"
+    # a secondary claim is labelled so, whatever its verdict
+    assert table.loc["p1.l11_ablation", "verdict"] == "reproduced (secondary)"
+    assert table.loc["p1.anti_layers", "verdict"] == "not reproduced (secondary)"
 
 
 def test_verdict_counts_by_group_and_verdict(rows):

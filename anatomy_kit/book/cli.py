@@ -8,6 +8,8 @@
 - ``shard --chapter ID --shard i/n``: execute one chapter up to its cell tagged ``shard-end``,
   training only shard ``i`` (0-based) of ``n`` of its grid into the shared build folder (one
   command per GPU, or per Slurm array task); then ``reproduce --chapter ID`` collects.
+- ``exploratory-snapshot``: write ``data_manifest/exploratory.yaml``, the frozen rules' verdicts on the
+  exploratory data, from a smoke build run with ``-p phase=exploratory`` (once, before the freeze).
 - ``card MODEL``: the layer report card of a causal LM (:mod:`anatomy_kit.card`; ``card --help``).
 """
 
@@ -56,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     sh.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     sh.add_argument("--build-dir", type=Path, default=None, help="the build folder all shards share")
     sh.add_argument("-p", "--param", action="append", type=_param, default=[], help="chapter parameter NAME=VALUE")
+    snap = sub.add_parser("exploratory-snapshot", help="write data_manifest/exploratory.yaml from an exploratory "
+                          "smoke build (once, before the freeze)")
+    snap.add_argument("--build-dir", type=Path, default=None, help="default: build/ in the repository")
     from ..card.cli import add_card_parser, run_card
 
     add_card_parser(sub)
@@ -66,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "shard":
             run_shard(args.chapter, args.shard, scale=args.scale, device=args.device, build_dir=args.build_dir,
                       params=dict(args.param))
+            return 0
+        if args.command == "exploratory-snapshot":
+            from .chapters import project_root
+            from .exploratory import write_snapshot
+
+            root = project_root()
+            print(f"wrote {write_snapshot(args.build_dir or root / 'build', root / 'data_manifest')}")
             return 0
         if args.command == "fetch-model":
             from ..hf.models import convert_embedded

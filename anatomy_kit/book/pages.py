@@ -10,8 +10,12 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``hour_table.md``, ``scales_table.md``, ``power_tables.md`` — the running page's hour presets
   (estimated), the three scales, and every chapter's power table from the build's smoke metrics
   (``build/metrics`` beside ``book/``; :mod:`.scales`),
-- ``build_verdicts.md`` — what this build's verdicts rest on (the intro): their counts and the
-  seeds behind the seed-paired ones, read from ``build/report.json``,
+- ``build_verdicts.md`` — what this build decided (the intro): the papers' claims counted apart from the
+  book's own questions, their primaries that hold and survive Holm, the data they rest on
+  (``build/report.json``),
+- ``statistics_rule.md`` — the book's one statistics rule (:mod:`anatomy_kit.verdicts.statistics_rule`), which
+  the intro, the glossary and every chapter state in the same words,
+- ``held_up/<chapter>.md`` — every chapter's "What held up" box (:mod:`.held_up`), from the report,
 - ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
   planned passes (:mod:`anatomy_kit.card.cost`) and the FLOP model (:mod:`anatomy_kit.lm.estimates`),
 - ``hour_scope.md``, ``scale_rule.md``, ``near_threshold.md``, ``estimate_assumptions.md`` — the
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..verdicts.decision import VERDICT_MEANINGS, VERDICTS
+from ..verdicts.statistics_rule import statistics_rule_markdown
 from ..verdicts.tables import badge_html
 
 __all__ = ["GENERATED", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
@@ -50,38 +55,40 @@ def verdict_glossary_markdown() -> str:
     return f":::{{glossary}}\n{entries}\n:::\n"
 
 
-def _seed_counts(report: dict) -> list[int]:
-    """The number of paired seeds behind every claim decided over training seeds."""
-    return [int(c["ours_data"]["n"]) for doc in report["chapters"] for c in doc["claims"]
-            if isinstance(c.get("ours_data"), dict) and c["ours_data"].get("seeds") is not None]
-
-
 def build_verdicts_markdown(report: dict | None) -> str:
-    """The intro's paragraph on what this build can decide: its verdict counts, the seeds behind
-    them and the t quantiles those seeds give, all read from ``report`` (``report.json``)."""
-    from scipy import stats as scipy_stats
-
+    """The intro's paragraph on what this build decided: the papers' claims counted apart from the book's own
+    questions, the primaries that hold and survive Holm's correction, and the data the verdicts rest on, all
+    read from ``report`` (``report.json``)."""
     claims = [c for doc in (report or {}).get("chapters", []) for c in doc["claims"]]
     if not claims:
-        return ("**What this build can decide.** No chapter had run when this page was built; the "
+        return ("**What this build decided.** No chapter had run when this page was built; the "
                 "{doc}`report <chapters/report>` lists the verdicts of the chapters that did.\n")
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
     scales = sorted({doc["run"]["scale"] for doc in report["chapters"]})
-    text = (f"**What this build can decide.** It ran at *{'*, *'.join(scales)}* scale. Of its {len(claims)} "
-            "verdicts, " + ", ".join(f"{n} {'is' if n == 1 else 'are'} *{v}*" for v, n in counts.items() if n)
-            + ".")
-    seeds = _seed_counts(report)
-    if seeds:
-        z = scipy_stats.norm.ppf(0.975)
-        quantile = {n: scipy_stats.t.ppf(0.975, n - 1) for n in sorted(set(seeds))}
-        text += (f" The {len(seeds)} claims decided over training seeds rest on "
-                 + (f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)} to {max(seeds)}")
-                 + " paired seeds; with n seeds a 95 % t interval is the normal one widened by the quantile "
-                 + ", ".join(f"{q:.2f} (n = {n})" for n, q in quantile.items())
-                 + f" instead of {z:.2f}, so an effect of the paper's size can leave 0 inside the interval.")
-    return text + ("\n\nA *not established* is an honest \"cannot decide at this scale\", neither a refutation "
-                   "of the paper nor a failure of the code; each chapter's section *What this scale can and "
-                   "cannot show* says what `scale = \"full\"` would settle.\n")
+    papers = [c for c in claims if not c["id"].startswith("book.")]
+    own = [c for c in claims if c["id"].startswith("book.")]
+
+    def counts(cs: list[dict]) -> str:
+        n = {v: sum(c["verdict"] == v for c in cs) for v in VERDICTS}
+        return ", ".join(f"{k} *{v}*" for v, k in n.items() if k)
+
+    def primaries(cs: list[dict]) -> str:
+        prim = [c for c in cs if c.get("role") == "primary"]
+        held = [c for c in prim if c["verdict"] in ("reproduced", "partly reproduced")]
+        survive = [c for c in held if (c.get("holm") or {}).get("survives")]
+        return (f"of their {len(prim)} primary claims, {len(held)} held and {len(survive)} of those survive Holm's "
+                "correction")
+
+    phases = {c.get("phase") for c in claims}
+    data = ("confirmatory data: seeds and held-out text collected after the rules were frozen" if phases ==
+            {"confirmatory"} else "exploratory data: the rules were written after these data had been seen"
+            if phases == {"exploratory"} else "confirmatory and exploratory data")
+    text = (f"**What this build decided.** It ran at *{'*, *'.join(scales)}* scale, on {data}. The papers' "
+            f"{len(papers)} claims: {counts(papers)}; {primaries(papers)}.")
+    if own:
+        text += f" The book's own {len(own)} questions: {counts(own)}; {primaries(own)}."
+    return text + ("\n\nA *not established* or *not comparable* is an honest \"cannot decide at this scale\", "
+                   "neither a refutation of the paper nor a failure of the code; each chapter opens with what held "
+                   "up and what its scale could not decide.\n")
 
 
 #: The hub models the card page sizes a run for: from about one to about eight billion parameters.
@@ -193,6 +200,14 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
              "scales_table.md": scales_markdown(build), "power_tables.md": running_power_markdown(build),
              "build_verdicts.md": build_verdicts_markdown(report), "card_guidance.md": card_guidance_markdown(),
              **{name: part() for name, part in RUNNING_PARTS.items()}}
+    texts["statistics_rule.md"] = statistics_rule_markdown()
+    docs = {doc["chapter"]: doc for doc in (report or {}).get("chapters", [])}
+    from .chapters import chapter_manifest
+    from .held_up import held_up_markdown
+
+    (out / "held_up").mkdir(exist_ok=True)
+    for entry in chapter_manifest():
+        texts[f"held_up/{entry['id']}.md"] = held_up_markdown(docs.get(entry["id"]), entry["title"])
     for name, text in texts.items():
         _write_if_changed(out / name, text)
     figure = persistence_figure(out / "persistence_diagram.png")

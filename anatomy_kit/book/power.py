@@ -19,6 +19,15 @@ times as many, shown in the table); evaluation blocks of another length are wort
 precondition) is decidable at hour when the hour preset runs the full scale's model, corpus and
 architecture, else only at full. Rules on sets, ranks and null models are not modelled (their
 row says what decides them).
+
+**A boundary decides only where crossing it decides the rule**: before counting units, the rule is
+asked what it would say of an interval shrunk to the smoke estimate. Where even that decides nothing
+(a magnitude whose estimate lies between a rule's bands, when no band there gives a verdict), no
+number of units decides it: the row says "never" (:func:`decidable_at`). An interval with an infinite
+end (a ratio whose denominator's interval reaches 0) carries no spread that more units would shrink
+to a finite end: its row is not modelled and says so. A **primary** claim must survive Holm's
+correction over its family's tested parts (:mod:`anatomy_kit.verdicts.multiplicity`): its units are
+counted at the level α / m (Holm's worst step), m read from the frozen registry.
 """
 
 from __future__ import annotations
@@ -74,7 +83,9 @@ FULL_UNITS: dict[str, dict] = {
 _ARCHITECTURE = ("model", "corpus", "preset", "n_layers", "d_model", "d_small", "d_large")
 #: verdicts that already decide a claim
 DECIDED = ("reproduced", "partly reproduced", "not reproduced", "mixed")
-DECIDABLE = ("yes", "only at full", "no", "not modelled")
+DECIDABLE = ("yes", "only at full", "no", "never", "not modelled")
+#: What a row says when the smoke estimate lies where the rule decides nothing.
+NEVER = "never: at the smoke estimate the rule decides nothing, whatever the units"
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,14 @@ class PowerRow:
 
 def _number(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _infinite_end(iv: dict) -> bool:
+    """An interval stored with an end that is infinite (JSON keeps ``±inf`` as ``null``; a finite mean and an end
+    that is ``null`` or infinite)."""
+    ends = [iv.get("low"), iv.get("high")]
+    return _number(iv.get("mean")) is not None and any(
+        e is None or (isinstance(e, float) and math.isinf(e)) for e in ends)
 
 
 def _intervals(data: Any) -> list[tuple[str, dict]]:
@@ -267,15 +286,26 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
         return PowerRow(cid, verdict, f"{spec['rule']} (sets, ranks or a null model)", "—", "—", "not modelled")
     boundaries, what, method = bounds
     confidence = float(spec["params"].get("confidence") or 0.95)
+    m_family = _family_size(cid) if claim.get("role") == "primary" else None
+    level = confidence if not m_family else 1 - (1 - confidence) / m_family
+    infinite = [name or "its interval" for name, iv in _intervals(data) if _infinite_end(iv)]
+    if infinite:
+        return PowerRow(cid, verdict, f"{what}: {', '.join(infinite)} has an infinite end (a ratio whose "
+                        "denominator's interval reaches 0); more units do not make it finite", "—", "—",
+                        "not modelled")
+    never = [name or "the estimate" for name, iv in _intervals(data) if not _decides_at(spec, claim, iv, confidence)]
+    if never:
+        return PowerRow(cid, verdict, f"{what}; {', '.join(never)}: {NEVER}", "—", "—", "never")
     worst = None
     for name, iv in _intervals(data):
         got = spread(iv, boundaries, confidence)
         if got is None:
             continue
         d, sd, n, scale = got
+        d = _deciding_distance(spec, claim, scale, confidence, method, d)
         unit = _unit_count(chapter, smoke, n)
-        need = P.units_needed(d, sd, method=method, confidence=confidence, max_n=100_000)
-        need2 = P.units_needed(d, 2 * sd, method=method, confidence=confidence, max_n=100_000)
+        need = P.units_needed(d, sd, method=method, confidence=level, max_n=100_000)
+        need2 = P.units_needed(d, 2 * sd, method=method, confidence=level, max_n=100_000)
         key = (need is None, need or 0)
         if worst is None or key > worst[0]:
             worst = (key, name, need, need2, sd, n, unit, scale)
@@ -283,6 +313,8 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
         return PowerRow(cid, verdict, f"{what} (no interval with n in the metrics)", "—", "—", "not modelled")
     _, name, need, need2, sd, n, unit, (m, fwd, inv) = worst
     label = f"{what}, {method} over {unit[1] if unit else 'units'}" + (f" (hardest: {name})" if name else "")
+    if m_family:
+        label += f"; a primary: at α / {m_family} (Holm over its family's {m_family} tested parts)"
     if unit is None:
         return PowerRow(cid, verdict, label, f"{need} (n = {n} is fixed by the design)", "the same n",
                         "not modelled", need, n)
@@ -308,6 +340,95 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     return PowerRow(cid, verdict, f"{precondition}{label}", needed, gives, ok, need, hn)
 
 
+def _reference(claim: dict) -> dict:
+    """The claim's paper entry as a rule reads it (``{"value": ...}``): report.json's ``paper`` dict, or a
+    :meth:`Claim.to_dict`'s value with its unit."""
+    paper = claim.get("paper")
+    return dict(paper) if isinstance(paper, dict) and "value" in paper else {"value": paper, "unit": claim.get("unit")}
+
+
+def _decides_at(spec: dict, claim: dict, iv: dict, confidence: float) -> bool:
+    """Whether the rule decides anything (a verdict other than "not established") on an interval shrunk to the
+    smoke estimate ``iv["mean"]``: a boundary decides only where crossing it decides the rule."""
+    from ..stats import Interval
+    from ..verdicts.registry import build_rule
+
+    mean = _number(iv.get("mean"))
+    if mean is None:
+        return True
+    eps = 1e-9 * max(1.0, abs(mean))
+    method = spec["params"].get("method") if spec["params"].get("method") in P.METHODS else "t"
+    narrow = Interval(mean, mean - eps, mean + eps, 60, eps, 59, confidence, method)   # 60 units: any floor met
+    try:
+        decision = build_rule(spec).decide(narrow, _reference(claim))
+    except AnatomyKitError:
+        return True                       # a rule that cannot judge a bare interval: leave it to the units
+    return decision.verdict != "not established"
+
+
+def _probe(spec: dict, claim: dict, low: float, high: float, confidence: float, method: str) -> str | None:
+    """The rule's verdict on an interval ``[low, high]`` of many units (``None``: the rule cannot judge one)."""
+    from ..stats import Interval
+    from ..verdicts.registry import build_rule
+
+    mean = (low + high) / 2
+    try:
+        return build_rule(spec).decide(Interval(mean, low, high, 60, max(high - low, 1e-12), 59, confidence, method),
+                                       _reference(claim)).verdict
+    except (AnatomyKitError, ValueError, OverflowError):
+        return None
+
+
+def _deciding_distance(spec: dict, claim: dict, scale: tuple, confidence: float, method: str,
+                       nearest: float) -> float:
+    """How far an interval centred on the smoke estimate may reach, on the interval's own scale, before the rule's
+    verdict changes: the half-width the units must get below. Found by widening the interval until the rule
+    says something else (bisection); a boundary whose crossing does not change the verdict (a magnitude's inner
+    band when the outer band decides) does not count. ``nearest`` (the distance to the nearest listed boundary)
+    where the rule cannot be probed."""
+    m, fwd, inv = scale
+    h0 = 1e-9 * max(1.0, abs(m))
+    try:
+        at = _probe(spec, claim, inv(m - h0), inv(m + h0), confidence, method)
+    except (OverflowError, ValueError):
+        return nearest
+    if at is None:
+        return nearest
+
+    def same(h: float) -> bool:
+        try:
+            return _probe(spec, claim, inv(m - h), inv(m + h), confidence, method) == at
+        except (OverflowError, ValueError):
+            return False
+
+    lo, hi = h0, max(nearest, 2 * h0)
+    while same(hi) and hi < 1e6 * max(1.0, abs(m)):
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if same(mid) else (lo, mid)
+    return lo if lo > 0 else nearest
+
+
+def _family_size(claim_id: str) -> int | None:
+    """The number of tested parts of the claim's family's primaries at smoke, from the registry (``None``: the
+    registry does not know the claim or names no test)."""
+    from ..verdicts.designs import part_count
+    from ..verdicts.multiplicity import family
+    from ..verdicts.registry import rule_registry
+
+    registry = rule_registry()
+    m = 0
+    for cid, entry in registry.entries.items():
+        role, forms = entry.current
+        if role == "primary" and family(cid) == family(claim_id) and "smoke" in forms:
+            try:
+                m += part_count(forms["smoke"].design, cid)
+            except AnatomyKitError:
+                m += 1
+    return m or None
+
+
 def power_rows(doc: dict, hour: dict | None = None, full: dict | None = None) -> list[PowerRow]:
     """One :class:`PowerRow` per claim of a chapter's metrics ``doc`` (``hour``, ``full``: the sizes to
     compare with; default the chapter's hour preset and :data:`FULL_UNITS`)."""
@@ -325,10 +446,12 @@ def power_rows(doc: dict, hour: dict | None = None, full: dict | None = None) ->
 
 
 def decidable_at(row: PowerRow) -> str:
-    """``smoke`` (already decided), ``hour``, ``full``, ``beyond full`` or ``not modelled``."""
+    """``smoke`` (already decided), ``hour``, ``full``, ``beyond full``, ``never`` (no number of units decides
+    the rule at the smoke estimate) or ``not modelled``."""
     if row.verdict in DECIDED:
         return "smoke"
-    return {"yes": "hour", "only at full": "full", "no": "beyond full"}.get(row.decidable, "not modelled")
+    return {"yes": "hour", "only at full": "full", "no": "beyond full", "never": "never"}.get(row.decidable,
+                                                                                           "not modelled")
 
 
 COLUMNS = {"claim": "claim", "decides": "what decides it", "needed": "needed (if the spread doubles)",

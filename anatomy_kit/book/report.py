@@ -18,11 +18,13 @@ from ..jsonio import read_json, require_fields, write_json
 from ..manifest import references
 from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
+from .exploratory import attach
 from ..verdicts.decision import VERDICTS
-from ..verdicts.multiplicity import HOLM_ALPHA, holm_by_family
+from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
-__all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line"]
+__all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line", "phase_counts",
+           "primaries"]
 
 #: Claim-id prefixes in the order the summary lists them, with the paper's short name; a prefix
 #: not listed here (a chapter's own claims) is shown under its own name after these.
@@ -61,8 +63,10 @@ def build_report(build_dir: Path, timings: dict[str, float] | None = None) -> di
     holm = holm_by_family(_claims(chapters))
     for claim in _claims(chapters):
         claim["holm"] = holm[claim["id"]].to_dict()
+    attach(_claims(chapters))
     report = {"chapters": chapters, "environment": _environments(chapters),
-              "verdicts_by_paper": verdict_matrix(chapters)}
+              "verdicts_by_paper": verdict_matrix(chapters), "phase_counts": phase_counts(chapters),
+              "primaries": primaries(chapters)}
     write_json(build_dir / "report.json", report)
     (build_dir / "report.md").write_text(report_markdown(report))
     return report
@@ -109,6 +113,56 @@ def verdict_matrix(chapters: Iterable[dict]) -> dict[str, dict[str, int]]:
     claims = _claims(chapters)
     return {p: {v: n for v in VERDICTS if (n := sum(_paper(c["id"]) == p and c["verdict"] == v for c in claims))}
             for p in _papers(claims)}
+
+
+def phase_counts(chapters: Iterable[dict]) -> dict[str, dict[str, dict[str, int]]]:
+    """``{chapter: {"confirmatory": {verdict: n}, "exploratory": {verdict: n}}}``: each chapter's verdicts on the
+    confirmatory data beside the frozen rules' verdicts on the exploratory data (the snapshot attached to each
+    claim, or the claim's own verdict where its data are exploratory)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for doc in chapters:
+        counts: dict[str, dict[str, int]] = {"confirmatory": {}, "exploratory": {}}
+        for c in doc["claims"]:
+            if c.get("phase") == "confirmatory":
+                counts["confirmatory"][c["verdict"]] = counts["confirmatory"].get(c["verdict"], 0) + 1
+                seen = (c.get("exploratory") or {}).get("verdict")
+            else:
+                seen = c["verdict"]
+            if seen:
+                counts["exploratory"][seen] = counts["exploratory"].get(seen, 0) + 1
+        if doc["claims"]:
+            out[doc["chapter"]] = {k: {v: n[v] for v in VERDICTS if v in n} for k, n in counts.items()}
+    return out
+
+
+def primaries(chapters: Iterable[dict]) -> list[dict]:
+    """Every primary claim with its family, verdict, phase and Holm's result (adjusted p, m, survives)."""
+    return [{"id": c["id"], "family": _paper(c["id"]), "verdict": c["verdict"], "phase": c.get("phase"),
+             "adjusted_p": (c.get("holm") or {}).get("adjusted"), "m": (c.get("holm") or {}).get("m"),
+             "survives": (c.get("holm") or {}).get("survives")}
+            for c in _claims(chapters) if c.get("role") == "primary"]
+
+
+def _phase_html(counts: dict[str, dict[str, dict[str, int]]], titles: dict[str, str]) -> str:
+    """A folded table: per chapter, the confirmatory verdict counts beside the exploratory ones."""
+    def cell(n: dict[str, int]) -> str:
+        return escape(", ".join(f"{k} {v}" for k, v in n.items()) or "—")
+
+    rows = "".join(f"<tr><td>{escape(titles.get(ch, ch))}</td><td>{cell(c['confirmatory'])}</td>"
+                   f"<td>{cell(c['exploratory'])}</td></tr>" for ch, c in counts.items())
+    return ('<details class="ak-phases"><summary>Confirmatory beside exploratory, per chapter (the exploratory '
+            "verdicts: rules written after those data)</summary><table><thead><tr><th>chapter</th><th>confirmatory "
+            f"data</th><th>exploratory data</th></tr></thead><tbody>{rows}</tbody></table></details>")
+
+
+def _primaries_html(rows: list[dict]) -> str:
+    """One line per primary claim: its verdict and Holm's adjusted p within its family."""
+    items = []
+    for r in rows:
+        adj = "no tested part" if r["adjusted_p"] is None else f"adjusted p = {r['adjusted_p']:.3g} (m = {r['m']})"
+        mark = {True: ", survives", False: ", fails the correction", None: ""}[r["survives"]]
+        items.append(f"<li><code>{escape(r['id'])}</code>: {escape(r['verdict'])}; {escape(adj)}{mark}</li>")
+    return f'<ul class="ak-primaries">{"".join(items)}</ul>' if items else ""
 
 
 def _environments(chapters: list[dict]) -> dict[str, list]:
@@ -193,17 +247,19 @@ def _established_html(claims: list[dict]) -> str:
 
 
 def _registry_html(claims: list[dict]) -> str:
-    """One line: how many claims were judged under an amended rule, how many not under their registered rule,
-    and how many positive verdicts survive Holm's correction within their paper."""
-    status = [(c.get("registry") or {}).get("status") for c in claims]
-    positive = [c for c in claims if c["verdict"] in _HOLDS]
-    tested = [c for c in positive if (c.get("holm") or {}).get("p") is not None]
-    survive = sum(bool(c["holm"].get("survives")) for c in tested)
-    text = (f"<strong>{status.count('amended')}</strong> of {len(claims)} claims judged under an amended rule "
-            f"(both verdicts under each row); {status.count('not judged')} not judged under their registered "
-            f"rule. <strong>{len(positive)}</strong> reproduced or partly as decided; of the {len(tested)} of them "
-            f"that rest on a test, <strong>{survive}</strong> survive Holm's correction within their paper "
-            f"(α = {HOLM_ALPHA:g}).")
+    """One paragraph: the primary claims (at most three a family, corrected together by Holm) and how many of
+    them hold and survive; how many claims rest on confirmatory data; how many were judged under an amendment."""
+    primaries = [c for c in claims if c.get("role") == "primary"]
+    positive = [c for c in primaries if c["verdict"] in _HOLDS]
+    survive = sum(bool((c.get("holm") or {}).get("survives")) for c in positive)
+    confirmatory = sum(c.get("phase") == "confirmatory" for c in claims)
+    amended = sum((c.get("registry") or {}).get("status") == "amended" for c in claims)
+    text = (f"<strong>{len(primaries)}</strong> primary claims (at most {MAX_PRIMARIES} a family, corrected "
+            f"together by Holm at α = {HOLM_ALPHA:g}): <strong>{len(positive)}</strong> reproduced or partly, "
+            f"<strong>{survive}</strong> of them surviving the correction; the other {len(claims) - len(primaries)} "
+            f"claims are secondary (unadjusted p). <strong>{confirmatory}</strong> of {len(claims)} claims rest on "
+            "confirmatory data (seeds and text collected after the rules were frozen), "
+            f"{len(claims) - confirmatory} on exploratory data; {amended} judged under an amended rule.")
     return f'<p class="ak-registry">{text}</p>'
 
 
@@ -233,7 +289,9 @@ def report_markdown(report: dict) -> str:
     header = escape(_run_line(chapters)) + (f"<br>{escape(environment_line(env))}" if env else "")
     lines = ["(report-page)=", "# Reproduction report", "",
              f'<div class="ak-summary"><p class="ak-run">{header}</p>{_matrix_html(matrix)}'
-             f"{_established_html(claims)}{_registry_html(claims)}</div>", "",
+             f"{_established_html(claims)}{_registry_html(claims)}"
+             f"{_primaries_html(report.get('primaries') or primaries(chapters))}"
+             f"{_phase_html(report.get('phase_counts') or phase_counts(chapters), _chapter_titles())}</div>", "",
              "Each row below puts our number beside the paper's, with the verdict its declared rule gave and "
              "one line of why; open *rule, interval, note* under a row for the rule, the interval or null model "
              "it rests on and the paper's wording and source ({ref}`glossary-page` explains the verdict words). "

@@ -28,7 +28,7 @@ def _build_docs(build_dir: str | Path) -> dict[str, dict | None]:
 
 def scale_counts(build_dir: str | Path) -> dict[str, int]:
     """How many claims of the build's metrics each scale is the smallest to decide (:func:`decidable_at`)."""
-    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "not modelled": 0}
+    counts = {"smoke": 0, "hour": 0, "full": 0, "beyond full": 0, "never": 0, "not modelled": 0}
     for doc in _build_docs(build_dir).values():
         for r in power_rows(doc) if doc else []:
             counts[decidable_at(r)] += 1
@@ -86,6 +86,8 @@ def scales_markdown(build_dir: str | Path) -> str:
     lines = ["| scale | time | hardware | data needed | claims it can decide (of the build's "
              f"{total}) |", "|---|---|---|---|---|"]
     lines += [f"| `{name}` | {t} | {hw} | {data} | {by[name]} |" for name, t, hw, data in rows]
-    note = (f"{counts['beyond full']} need more than full scale gives, and {counts['not modelled']} are decided by "
-            "sets, ranks or null models that the power analysis does not model.")
+    note = (f"{counts['beyond full']} need more than full scale gives, {counts['never']} can never be decided where "
+            "the smoke estimate lies (the rule decides nothing there, whatever the units), and "
+            f"{counts['not modelled']} are decided by sets, ranks or null models that the power analysis does not "
+            "model, or rest on an interval with an infinite end.")
     return "\n".join(lines) + "\n\n" + note + "\n"

@@ -114,7 +114,7 @@ def book_claims(metrics_dir: str | Path) -> list[VerdictRow]:
                 raise AnatomyKitError(f"{path}: claim {claim_id!r} has no entry in data_manifest/references.yaml")
             entry = refs[claim_id]
             limited_by = _limited_by(claim_id, entry)
-            ps.append(claim.get("p"))
+            ps.append({k: claim.get(k) for k in ("p", "parts", "role")})
             record = claim.get("registry") or {}
             try:
                 rows.append(VerdictRow(chapter=chapter, id=claim_id, paper=claim_id.split(".", 1)[0],
@@ -131,13 +131,22 @@ def book_claims(metrics_dir: str | Path) -> list[VerdictRow]:
     return _with_holm(rows, ps)
 
 
-def _with_holm(rows: list[VerdictRow], ps: list[float | None]) -> list[VerdictRow]:
-    """Rows whose positive verdicts are marked by Holm's correction within each paper's claims
-    (:mod:`~anatomy_kit.verdicts.multiplicity`): "survives Holm", "fails Holm", or "—" when no test decided."""
-    holm = holm_by_family([{"id": r.id, "verdict": r.verdict, "p": p} for r, p in zip(rows, ps)])
+def _with_holm(rows: list[VerdictRow], tests: list[dict]) -> list[VerdictRow]:
+    """Rows marked by Holm's correction over each family's primaries (:mod:`~anatomy_kit.verdicts.multiplicity`):
+    a positive primary "survives Holm" or "fails Holm" ("—" when no part was tested); a secondary claim
+    "secondary" (its p unadjusted, never a finding of the family)."""
+    holm = holm_by_family([{"id": r.id, "verdict": r.verdict, **t} for r, t in zip(rows, tests)])
     marks = {True: "survives Holm", False: "fails Holm"}
-    return [replace(r, holm=marks.get(holm[r.id].survives, "—" if holm[r.id].p is None else ""))
-            if r.verdict in ("reproduced", "partly reproduced") else r for r in rows]
+
+    def mark(r: VerdictRow) -> str:
+        h = holm[r.id]
+        if h.role == "secondary":
+            return "secondary"
+        if r.verdict not in ("reproduced", "partly reproduced"):
+            return ""
+        return marks.get(h.survives, "—") if h.adjusted is not None else "—"
+
+    return [replace(r, holm=mark(r)) for r in rows]
 
 
 def _check_rows(rows: Iterable[VerdictRow]) -> list[VerdictRow]:

@@ -17,12 +17,15 @@ claim carries the decision's one-line ``summary`` (≤ 120 characters, for compa
 ``near_threshold`` (a number that decides the verdict lies close to its threshold: another
 machine may flip it). The full list of rules is in :mod:`.rules`.
 
-Every claim's rule is checked against the rule registered for it (:mod:`.registry`,
-``data_manifest/rule_registry.yaml``) at construction: an unregistered rule is an error. Under an
-amendment the claim is decided under the registered rule too (``registered_verdict``); the amended
-verdict stands unless it is more favourable than the registered one (an amendment may make a
-verdict stricter, never more favourable), and both are shown. A claim decided by a bare
-``NotComparable`` is "not judged" under its registered rule and says so.
+Every claim's rule, with the run's design (:class:`~.registry.Design`: the registered design at the
+run's scale, and whether the run is the registered one), is checked against the registry
+(:mod:`.registry`, ``data_manifest/registry/``) at construction: a rule or design the registry does
+not hold is an error, a bare ``NotComparable`` included. Under an amendment the claim is decided under
+the registered rule too (``registered_verdict``); the amended verdict stands unless it is more
+favourable than the registered one (an amendment may make a verdict stricter, never more favourable),
+and both are shown. A claim is **confirmatory** only when the registry was frozen, the run used the
+plan's confirmatory seeds and text, and it is the registered run (``design.on_plan``); otherwise it is
+exploratory and says so.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ..manifest import references
 from ..stats import Interval, PairedComparison, PermutationNull, SpearmanResult, format_spearman, signed
 from ..validate import AnatomyKitError
 from .decision import _g, shorten
-from .registry import Match, RuleRegistry, fingerprint, rule_registry, rule_spec, standing
+from .registry import Design, Match, RuleRegistry, fingerprint, rule_registry, rule_spec, standing
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
                     Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
                     RankCorrelation, Precondition, Condition, SetOverlap, paper_value)
@@ -77,11 +80,14 @@ class Claim:
     ``null``, ``rule_text``, ``paper``, ``unit``.
 
     Registry (:mod:`.registry`): ``registry`` is the rule registry to check against (default: the
-    installed one; ``None`` only in unit tests of rules: the claim is then ``"unchecked"``).
+    installed one; ``None`` only in unit tests of rules: the claim is then ``"unchecked"``);
+    ``design``: the run's :class:`~.registry.Design` of this claim (``Run.design(claim_id)``; ``None``
+    only in unit tests: any registered scale's form may match). ``role`` (``primary`` or ``secondary``)
+    and ``phase`` (``confirmatory`` or ``exploratory``) are read from the registry and the design.
     ``registered_ours``: the statistic the registered rule judged, required when the matching
     amendment changed the primary statistic (ignored otherwise: at another scale the same chapter
     may declare the registered rule itself). After construction: ``fingerprint``,
-    ``registry_status`` (``"registered"``, ``"amended"``, ``"not judged"`` or ``"unchecked"``),
+    ``registry_status`` (``"registered"``, ``"amended"``, ``"off plan"`` or ``"unchecked"``),
     ``amendment`` (its date, what, why, ``seen_before``, or ``None``), ``registered_verdict`` /
     ``registered_reason`` (under the registered rule; ``None`` unless amended), ``amended_verdict`` /
     ``amended_reason`` (under the amendment) and ``standing`` (which of the two is ``verdict``);
@@ -95,6 +101,7 @@ class Claim:
     secondary: Mapping[str, Any] | None = field(default=None, kw_only=True)
     registered_ours: Any = field(default=UNSET, kw_only=True, repr=False)
     registry: Any = field(default=INSTALLED, kw_only=True, repr=False, compare=False)
+    design: Design | None = field(default=None, kw_only=True)
     verdict: str = field(init=False)
     reason: str = field(init=False)
     summary: str = field(init=False)
@@ -114,6 +121,10 @@ class Claim:
     amended_reason: str | None = field(init=False)
     standing: str | None = field(init=False)
     p: float | None = field(init=False)
+    parts: tuple = field(init=False)
+    saw: str | None = field(init=False)
+    role: str = field(init=False)
+    phase: str = field(init=False)
     registered: dict | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +137,8 @@ class Claim:
         if self.secondary is not None and (not isinstance(self.secondary, Mapping) or not self.secondary):
             raise AnatomyKitError(f"secondary={self.secondary!r} must be a non-empty mapping {{name: value or "
                                   "interval}} (or None)")
+        if self.design is not None and (not isinstance(self.design, Design) or self.design.claim != self.id):
+            raise AnatomyKitError(f"design={self.design!r} must be the Design of claim {self.id!r} (Run.design)")
         ref = refs[self.id]
         found = self._match()
         decision, rule = _decide(self.rule, self.ours, ref), self.rule
@@ -156,6 +169,9 @@ class Claim:
                             ("registered_reason", registered and registered.reason),
                             ("amended_verdict", amended and amended.verdict),
                             ("amended_reason", amended and amended.reason), ("standing", which), ("p", decision.p),
+                            ("parts", decision.parts), ("saw", decision.saw),
+                            ("role", found.role if found is not None else "secondary"),
+                            ("phase", self._phase(found)),
                             ("registered", found.to_dict() if found is not None else None)):
             object.__setattr__(self, name, value)
 
@@ -166,7 +182,18 @@ class Claim:
         if self.registry != INSTALLED and not isinstance(self.registry, RuleRegistry):
             raise AnatomyKitError(f"registry={self.registry!r} must be a RuleRegistry (default: the installed one)")
         registry = installed_registry() if self.registry == INSTALLED else self.registry
-        return None if registry is None else registry.match(self.id, self.rule)
+        return None if registry is None else registry.match(self.id, self.rule, self.design)
+
+    def _phase(self, found: Match | None) -> str:
+        """``"confirmatory"``: the registry was frozen, the run used the plan's confirmatory seeds and text and is the
+        registered run, and its rule is the frozen one or an amendment written before confirmatory numbers were
+        seen; otherwise ``"exploratory"``."""
+        registry = installed_registry() if self.registry == INSTALLED else self.registry
+        frozen = isinstance(registry, RuleRegistry) and registry.freeze is not None
+        late = found is not None and found.amendment is not None and found.amendment.seen_before
+        ok = (frozen and found is not None and found.status in ("registered", "amended") and not late
+              and self.design is not None and self.design.on_plan and self.design.phase == "confirmatory")
+        return "confirmatory" if ok else "exploratory"
 
 
     def secondary_text(self) -> dict[str, Any]:
@@ -180,7 +207,9 @@ class Claim:
                 "verdict": self.verdict, "summary": self.summary, "near_threshold": self.near_threshold,
                 "shown": self.shown, "reason": self.reason, "rule": self.rule_text, "interval": self.interval,
                 "null": self.null, "p": self.p, "paper": _jsonable(self.paper), "unit": self.unit,
-                "rule_spec": rule_spec(self.rule), "fingerprint": self.fingerprint,
+                "rule_spec": rule_spec(self.rule), "fingerprint": self.fingerprint, "role": self.role,
+                "phase": self.phase, "parts": [list(x) for x in self.parts], "saw": self.saw,
+                "design": self.design.to_dict() if self.design is not None else None,
                 "registry": {"status": self.registry_status, "amendment": self.amendment,
                              "registered": self.registered,
                              "registered_verdict": self.registered_verdict,

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..validate import AnatomyKitError
-from .decision import VERDICTS, Decision, _g, _number, combine_verdicts, joint_p, near_threshold, shorten
+from .decision import (VERDICTS, Decision, _g, _number, combine_verdicts, joint_p, near_threshold, shorten,
+                       tested_parts)
 
 COMBINATION_TEXT = ("The claim is reproduced if every counted part is; mixed if one part is reproduced (or partly) "
                     "and another not reproduced, or a part is mixed; partly reproduced if some part is reproduced or "
@@ -64,9 +65,12 @@ class AllOf:
                           for w in ("interval", "null"))
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
         near = any(d.near_threshold for _, d in done if d.verdict != "holds by construction")
-        p = joint_p([d.p for _, d in done if d.verdict != "holds by construction"])
+        counted = [(name, d) for name, d in done if d.verdict != "holds by construction"]
+        p = joint_p([d.p for _, d in counted])
+        parts = tuple((f"{name}: {sub}" if sub else name, v, q) for name, d in counted
+                      for sub, v, q in tested_parts(d))
         return Decision(combine_verdicts(verdicts), reason, interval, null,
-                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p)
+                        shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p, parts=parts)
 
 
 @dataclass(frozen=True)
@@ -224,13 +228,26 @@ class Precondition:
             why = "; ".join(f"{c.name}: ours {text}, the claim needs {c.needs}"
                             + (f" (≥ {_g(c.minimum)})" if c.minimum is not None else "") for c, text in unmet)
             short = "; ".join(f"{c.name} {text}" for c, text in unmet)
-            return Decision("not comparable", f"{why}: our run cannot speak to the claim",
-                            summary=shorten(f"not met: {short}; cannot speak to the claim"), near_threshold=near)
+            saw = self._saw(ours["value"], reference)
+            return Decision("not comparable", f"{why}: our run cannot speak to the claim"
+                            + (f". What our run saw, not judged: {saw}" if saw else ""),
+                            summary=shorten(f"not met: {short}; cannot speak to the claim"), near_threshold=near,
+                            saw=saw)
         inner = self.rule.decide(ours["value"], reference)
         met = ", ".join(f"{c.name} {text}" for c, _, text, _ in judged)
         return Decision(inner.verdict, f"conditions met ({met}); {inner.reason}", inner.interval, inner.null,
                         inner.summary or shorten(inner.reason), inner.near_threshold or near, inner.shown,
-                        p=inner.p)
+                        p=inner.p, parts=inner.parts, saw=inner.saw)
+
+    def _saw(self, value: Any, reference: Mapping) -> str | None:
+        """What the rule would say on our numbers (``None``: no value, or one the rule cannot judge)."""
+        if value is None:
+            return None
+        try:
+            inner = self.rule.decide(value, reference)
+        except AnatomyKitError:
+            return None
+        return f"{inner.verdict}: {inner.summary or shorten(inner.reason)}"
 
 
 @dataclass(frozen=True)

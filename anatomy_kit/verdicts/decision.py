@@ -25,7 +25,8 @@ from ..stats import (Interval, PairedComparison, format_p, paired_t_interval, si
 from ..validate import AnatomyKitError, check_choice
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "paper_value", "combine_verdicts", "near_threshold",
-           "p_near_alpha", "shorten", "unattainable", "sign_flip_floor", "SUMMARY_MAX", "NEAR_FRACTION"]
+           "p_near_alpha", "shorten", "unattainable", "sign_flip_floor", "SUMMARY_MAX", "NEAR_FRACTION",
+           "tested_parts", "monte_carlo_at_alpha", "sign_count"]
 
 SUMMARY_MAX = 120      # characters of Decision.summary (one line of a compact table)
 NEAR_FRACTION = 0.05   # an interval end this fraction of the width from a deciding threshold is "near" it
@@ -68,8 +69,18 @@ class Decision:
     """The p-value of the test that decides, where the rule is a test (a null's chance, a sign-flip,
     permutation or Spearman p, a t-test p from the same data as the interval; several parts: the
     largest, an intersection-union test); ``None`` when the rule is no test (a band around the
-    paper's number, a magnitude, a bare interval or point). Holm's correction (:mod:`.multiplicity`)
-    uses it."""
+    paper's number, a magnitude, a bare interval or point)."""
+    parts: tuple = ()
+    """``((name, verdict, p), ...)``: every counted part of a claim judged in several parts (an
+    :class:`~.combine.AllOf` part, one interval of several), each with its own verdict and its own
+    test's p (``None``: that part is no test, or it could not be judged). Holm's correction
+    (:mod:`.multiplicity`) counts each tested part as one hypothesis of its family; ``()``: the
+    decision is one part (:func:`tested_parts` gives ``(("", verdict, p),)``)."""
+    saw: str | None = None
+    """What our run saw where the verdict is "not comparable" although our run measured something (a
+    precondition unmet, a scale we do not run): the verdict and one line the rule would give on our
+    numbers, e.g. "not reproduced: Δ = +0.075, 6 of 6 seeds against the paper's sign". Shown beside
+    the verdict, never counted."""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
@@ -80,9 +91,26 @@ class Decision:
             raise AnatomyKitError(f"near_threshold={self.near_threshold!r} must be True or False")
         object.__setattr__(self, "near_threshold", bool(self.near_threshold))
         if self.p is not None:
-            if isinstance(self.p, bool) or not isinstance(self.p, (int, float, np.floating)) or not 0 <= self.p <= 1:
-                raise AnatomyKitError(f"p={self.p!r} must be a probability in [0, 1] or None")
-            object.__setattr__(self, "p", float(self.p))
+            object.__setattr__(self, "p", _probability(self.p))
+        parts = []
+        for part in self.parts:
+            if not (isinstance(part, tuple) and len(part) == 3 and isinstance(part[0], str)):
+                raise AnatomyKitError(f"a Decision part is (name, verdict, p), got {part!r}")
+            check_choice("part verdict", part[1], VERDICTS)
+            parts.append((part[0], part[1], None if part[2] is None else _probability(part[2])))
+        object.__setattr__(self, "parts", tuple(parts))
+
+
+def _probability(p: Any) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 <= p <= 1:
+        raise AnatomyKitError(f"p={p!r} must be a probability in [0, 1] or None")
+    return float(p)
+
+
+def tested_parts(decision: Decision) -> tuple[tuple[str, str, float | None], ...]:
+    """Every counted part of a decision as ``(name, verdict, p)``: its ``parts``, or the decision itself as one
+    unnamed part. What Holm's correction (:mod:`.multiplicity`) counts, one hypothesis per part with a p."""
+    return decision.parts or (("", decision.verdict, decision.p),)
 
 
 _SUPPORT = ("reproduced", "partly reproduced")
@@ -162,6 +190,13 @@ def unattainable(smallest_p: float, alpha: float, test: str) -> Decision | None:
            "reach significance: the design cannot speak to the claim")
     return Decision("not comparable", why, summary=shorten(f"{test}: smallest attainable p {smallest_p:.3g} > "
                                                           f"{alpha:g}, cannot decide"))
+
+
+def monte_carlo_at_alpha(p: float, alpha: float) -> bool:
+    """Whether a Monte Carlo p (``(1 + hits) / (1 + draws)``) sits exactly at ``alpha``: such a p does not
+    decide (a few more draws would move it either way), so every rule that judges a Monte Carlo p gives
+    "not established" there and says why. An exact (enumerated) p at alpha still counts as reaching it."""
+    return math.isclose(p, alpha, rel_tol=1e-12, abs_tol=0.0)
 
 
 def shorten(text: str, limit: int = SUMMARY_MAX) -> str:
@@ -298,6 +333,17 @@ def interval_test_p(value: Any, thresholds: list[float], method: str | None, tes
     return None if None in ps else max(ps)
 
 
+def sign_count(value: Any, threshold: float = 0.0) -> str | None:
+    """``"6 of 6 values above 0"``: how many paired values (seeds, blocks) lie on each side of ``threshold``,
+    the direction a run saw whatever its interval; ``None`` without paired values (a point, an interval)."""
+    d, _ = _data(value)
+    if d is None or d.size == 0:
+        return None
+    above, below = int((d > threshold).sum()), int((d < threshold).sum())
+    side, k = ("above", above) if above >= below else ("below", below)
+    return f"{k} of {d.size} values {side} {_g(threshold)}"
+
+
 def joint_p(ps: list[float | None]) -> float | None:
     """The p of a claim that needs every part (an intersection-union test): the largest part's p; ``None`` if
     any part has none."""
@@ -316,16 +362,23 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
                                                     f"sign-flip test on n = {n}")
         words = (("not comparable", f"smallest attainable sign-flip p {_g(sign_flip_floor(n))} > "
                   f"{1 - confidence:.3g}: cannot decide") if floor else classify(low, high))
-        judged.append((name, value, low, high, text, *words))
+        signs = sign_count(value, thresholds[0]) if len(thresholds) == 1 else None
+        judged.append((name, value, low, high, text + (f"; {signs}" if signs else ""), *words))
     verdict = combine_verdicts([j[5] for j in judged])
-    p = joint_p([interval_test_p(value, thresholds, method, test) for _, value, *_ in judged]) if test else None
+    item_ps = [interval_test_p(value, thresholds, method, test) if test and j[5] != "not comparable" else None
+               for (_, value, *_), j in zip(judged, judged)]
+    p = joint_p(item_ps) if test else None
+    parts = tuple((name, j[5], q) for (name, *_), j, q in zip(judged, judged, item_ps)) if len(judged) > 1 else ()
     interval = "; ".join(f"{name + ': ' if name else ''}{text}" for name, _, _, _, text, _, _ in judged)
     body = "; ".join(f"{name + ': ' if name else ''}{text}: {words}" for name, _, _, _, text, _, words in judged)
     near = any(near_threshold(low, high, thresholds) for _, _, low, high, *_, v, _ in judged if v != "not comparable")
     if len(judged) == 1:
         _, value, low, high, _, _, words = judged[0]
         kind = f" ({_pct(confidence)} {method})" if method and low != high else ""
-        return Decision(verdict, body, interval, summary=shorten(f"{_brief(value, low, high)} {words}{kind}"),
+        signs = sign_count(value, thresholds[0]) if len(thresholds) == 1 else None
+        tail = f"; {signs}" if signs else ""            # the direction seen is kept whole; the rest is shortened
+        return Decision(verdict, body, interval,
+                        summary=shorten(f"{_brief(value, low, high)} {words}{kind}", SUMMARY_MAX - len(tail)) + tail,
                         near_threshold=near, p=p)
     groups: dict[str, list[str]] = {}
     for name, *_, words in judged:
@@ -333,4 +386,4 @@ def _judge_each(ours: Any, confidence: float, method: str | None, classify: Call
     n_counted = sum(j[5] == "reproduced" for j in judged)
     summary = "; ".join(f"{words}: {', '.join(names)}" for words, names in groups.items())
     return Decision(verdict, f"{n_counted} of {len(judged)} {counted}: {body}", interval,
-                    summary=shorten(summary), near_threshold=near, p=p)
+                    summary=shorten(summary), near_threshold=near, p=p, parts=parts)

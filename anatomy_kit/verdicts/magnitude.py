@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 from ..stats import format_p
 from ..validate import AnatomyKitError, check_choice, check_int
-from .decision import (Decision, _brief, _g, _number, _span, near_threshold, p_near_alpha, paper_value, shorten,
-                       unattainable)
+from .decision import (Decision, _brief, _g, _number, _span, monte_carlo_at_alpha, near_threshold, p_near_alpha,
+                       paper_value, shorten, unattainable)
 from .nulls import EDGE_NULL_TEXT, edge_rank_chance
 
 
@@ -152,6 +152,8 @@ class RankAtMost:
                    f"({'edge-structured null' if self.null == 'edge' else 'layers exchangeable'})")
         if verdict == "reproduced" and chance > self.alpha:
             verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
+        elif verdict == "reproduced" and self.null == "edge" and monte_carlo_at_alpha(chance, self.alpha):
+            verdict, reason = "not established", reason + f" (a Monte Carlo p at exactly α = {self.alpha:g} does not decide)"
         near = near or (verdict != "not reproduced" and p_near_alpha(chance, self.alpha))
         if verdict == "not established" and best <= self.k < worst:      # the intervals straddle k
             why = f"the intervals allow ranks past {self.k} (chance {format_p(chance)})"

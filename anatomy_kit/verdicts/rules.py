@@ -41,7 +41,8 @@ from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, 
 from ..validate import AnatomyKitError, check_choice
 from .combine import AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal, Precondition, Requires
 from .decision import (VERDICT_MEANINGS, VERDICTS, Decision, _brief, _g, _judge_each, _number, _pct, _side, _span,
-                       combine_verdicts, near_threshold, p_near_alpha, paper_value, shorten, unattainable)
+                       combine_verdicts, monte_carlo_at_alpha, near_threshold, p_near_alpha, paper_value, shorten,
+                       unattainable)
 from .equivalence import Equivalent
 from .magnitude import Magnitude, RankAtMost
 from .sets import SetOverlap
@@ -284,6 +285,9 @@ class BeyondNull:
         verdict = "reproduced" if p <= self.alpha else "not reproduced" if q <= self.alpha else "not established"
         draws = getattr(r, "draws", None) or ("distinct orders" if r.method == "exact" else "shuffles")
         reason = f"observed {_g(r.observed)}, {self.direction} {format_p(p)} against {r.n_perm:,} {draws}"
+        at = p if verdict == "reproduced" else q
+        if r.method != "exact" and verdict != "not established" and monte_carlo_at_alpha(at, self.alpha):
+            verdict, reason = "not established", reason + f" (a Monte Carlo p at exactly α = {self.alpha:g} does not decide)"
         near = p_near_alpha(p, self.alpha) or p_near_alpha(q, self.alpha)
         return Decision(verdict, reason, None, r.describe(),
                         summary=shorten(f"{reason} (null mean {_g(r.null_mean)})"), near_threshold=near, p=p)

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from ..stats import format_p, overlap_chance
 from ..validate import AnatomyKitError, check_choice, check_int
-from .decision import Decision, p_near_alpha, paper_value, shorten, unattainable
+from .decision import Decision, monte_carlo_at_alpha, p_near_alpha, paper_value, shorten, unattainable
 from .nulls import EDGE_NULL_TEXT, centres, edge_overlap_chance
 
 __all__ = ["SetOverlap"]
@@ -82,7 +82,7 @@ class SetOverlap:
         verdict = ("reproduced" if len(shared) >= self.full else
                    "partly reproduced" if len(shared) >= self.partly else "not reproduced")
         reason = f"ours {sorted(mine)} shares {len(shared)} of the paper's {sorted(paper)} {shared}"
-        chance, null = None, ""
+        chance, null, edge = None, "", None
         if self.null == "both":
             edge = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
             exchangeable = overlap_chance(len(shared), n_layers, len(paper), len(mine))
@@ -91,7 +91,7 @@ class SetOverlap:
                        f"and with {format_p(exchangeable)} with layers exchangeable (hypergeometric, {n_layers} "
                        "layers): the larger decides")
         elif self.null == "edge":
-            chance = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
+            chance = edge = edge_overlap_chance(profile, mine, paper, draws=self.draws, seed=self.seed).p
             null = "edge-structured null"
             reason += f"; under {EDGE_NULL_TEXT}, {self.draws:,} draws, as many are shared with {format_p(chance)}"
         elif n_layers:
@@ -102,6 +102,9 @@ class SetOverlap:
         near = chance is not None and verdict != "not reproduced" and p_near_alpha(chance, self.alpha)
         if chance is not None and verdict != "not reproduced" and chance > self.alpha:
             verdict, reason = "not established", reason + f" (> {self.alpha:g}: no better than chance)"
+        elif (verdict != "not reproduced" and self.null in ("edge", "both") and chance == edge
+              and monte_carlo_at_alpha(chance, self.alpha)):
+            verdict, reason = "not established", reason + f" (a Monte Carlo p at exactly α = {self.alpha:g} does not decide)"
         summary = f"shares {len(shared)} of the paper's {len(paper)} layers" + (f" {shared}" if shared else "")
         summary += f"; chance {format_p(chance)} ({null})" if chance is not None else ""
         shown = "{" + ", ".join(map(str, sorted(mine))) + "}"

@@ -178,11 +178,21 @@ class ClaimRow:
     amendment: tuple[tuple[str, str], ...] = ()
     """``(name, text)`` lines of the claim's amendment (empty when its rule is the registered one)."""
     amended: bool = False
-    not_judged: bool = False
-    """Decided by a bare "not comparable": not judged under its registered rule."""
     holm: str = ""
-    """``"survives Holm"``, ``"fails Holm"``, ``"—"`` (no test) or ``""`` (not computed: one chapter alone)."""
+    """``"survives Holm"``, ``"fails Holm"``, ``"—"`` (a primary with no test), ``"secondary"`` or ``""``
+    (not computed: one chapter alone)."""
     holm_detail: str = ""
+    role: str = ""
+    """``primary`` or ``secondary`` (the frozen registry's), ``""`` when unknown."""
+    phase: str = ""
+    """``confirmatory`` or ``exploratory`` (the data the verdict rests on), ``""`` when unknown."""
+    saw: str = ""
+    """What our run saw where the verdict is "not comparable" although it measured something."""
+    history: str = ""
+    """The rule's history line (the commits where it was written and changed)."""
+    exploratory: str = ""
+    """The verdict the frozen rules gave on the exploratory data (rules written after them), beside a confirmatory
+    verdict; ``""`` when there is none."""
 
 
 def _get(claim: Any, key: str, default: Any = None) -> Any:
@@ -240,23 +250,35 @@ def _registry_fields(claim: Any) -> Mapping:
 
 
 def amendment_lines(record: Mapping) -> tuple[tuple[str, str], ...]:
-    """What a claim's details show of its amendment: when and what changed, why, whether the numbers had been
-    seen, the verdict under each rule and which stands (an amendment may make a verdict stricter, never more
-    favourable)."""
+    """What a claim's details show of its registration and amendment: the rule's history (written after the
+    exploratory data: the commits), a run off the registered plan, and under an amendment when and what
+    changed, why, whether confirmatory numbers had been seen, the verdict under each rule and which stands
+    (an amendment may make a verdict stricter, never more favourable)."""
     a, reg = record.get("amendment"), record.get("registered") or {}
-    late = (("registered late", f"{reg.get('date')}, after numbers had been seen: {reg.get('note')}"),) \
-        if reg.get("seen_before") else ()
+    lines: tuple[tuple[str, str], ...] = ()
+    if record.get("status") == "off plan":
+        lines += (("off plan", "this run is not the registered one (a parameter set away from the scale's "
+                               "default): its verdict is exploratory"),)
     if record.get("status") != "amended" or not a:
-        return late
-    seen = "after the numbers had been seen" if a.get("seen_before") else "before the numbers were seen"
+        return lines
+    seen = ("after confirmatory numbers had been seen" if a.get("seen_before")
+            else "before any confirmatory number was seen")
     stands = ("the registered verdict stands: an amendment may make a verdict stricter, never more favourable"
               if record.get("standing") == "registered" else "the amended verdict stands (no more favourable)")
     earlier = tuple(("amended earlier", f"{e.get('date')}: {e.get('what')}. Why: {e.get('why')}")
                     for e in reg.get("earlier_amendments") or [])
-    return earlier + (("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
-            ("under the registered rule", f"{record.get('registered_verdict')}: {record.get('registered_reason')}"),
-            ("under the amended rule", f"{record.get('amended_verdict')}: {record.get('amended_reason')}"),
-            ("verdict shown", stands)) + late
+    return lines + earlier + (
+        ("amended", f"{a.get('date')}, {seen}: {a.get('what')}"), ("why amended", str(a.get("why"))),
+        ("under the registered rule", f"{record.get('registered_verdict')}: {record.get('registered_reason')}"),
+        ("under the amended rule", f"{record.get('amended_verdict')}: {record.get('amended_reason')}"),
+        ("verdict shown", stands))
+
+
+def _exploratory(claim: Any) -> str:
+    e = _get(claim, "exploratory")
+    if not isinstance(e, Mapping) or not e.get("verdict"):
+        return ""
+    return f"{e['verdict']}: {e.get('summary') or ''}".rstrip(": ")
 
 
 def _holm(claim: Any) -> tuple[str, str]:
@@ -264,10 +286,14 @@ def _holm(claim: Any) -> tuple[str, str]:
     if not h:
         return "", ""
     h = h.to_dict() if hasattr(h, "to_dict") else h
-    if h.get("p") is None:
+    if h.get("role") == "secondary":
+        p = h.get("p")
+        return "secondary", (f"secondary claim, p = {p:.3g} unadjusted" if p is not None else "secondary claim") + \
+            f"; {h.get('why')}"
+    if h.get("adjusted") is None:
         return "—", f"— {h.get('why')}"
     mark = {True: "survives Holm", False: "fails Holm", None: ""}[h.get("survives")]
-    return mark, f"p = {h['p']:.3g}; {h.get('why')}" + (f": {mark}" if mark else "")
+    return mark, f"primary claim, adjusted p = {h['adjusted']:.3g}; {h.get('why')}" + (f": {mark}" if mark else "")
 
 
 def claim_row(claim: Any) -> ClaimRow:
@@ -296,13 +322,19 @@ def claim_row(claim: Any) -> ClaimRow:
         note=_get(claim, "note") or "", secondary=_secondary(claim), unit=unit,
         near_threshold=bool(_get(claim, "near_threshold", False)),
         amendment=amendment_lines(record := _registry_fields(claim)), amended=record.get("status") == "amended",
-        not_judged=record.get("status") == "not judged", holm=(holm := _holm(claim))[0], holm_detail=holm[1])
+        holm=(holm := _holm(claim))[0], holm_detail=holm[1], role=str(_get(claim, "role") or ""),
+        phase=str(_get(claim, "phase") or ""), saw=str(_get(claim, "saw") or ""),
+        history=str((record.get("registered") or {}).get("history") or ""),
+        exploratory=_exploratory(claim))
 
 
 def escape(text: Any) -> str:
     """Escaped text on one line (a blank line would end an HTML block inside Markdown)."""
     return html.escape(" ".join(str(text).split()), quote=True)
 
+
+#: How a claim's details mark the exploratory verdict beside a confirmatory one.
+RULES_WRITTEN_AFTER_NOTE = "the verdict on the exploratory data; the rules were written after these data had been seen"
 
 #: The footnote of a claims table that marks a verdict "≈ near threshold".
 NEAR_THRESHOLD_NOTE = ("≈ near threshold: the data sit close to the rule's threshold, so another machine, "
@@ -335,9 +367,17 @@ def _details(row: ClaimRow) -> str:
              ("rule", row.rule),
              ("why", row.reason), ("interval", row.interval), ("null", row.null), ("note", row.note)]
     items += [("secondary", s) for s in row.secondary]
+    if row.saw:
+        items.append(("our run saw", row.saw))
     items += list(row.amendment)
-    if row.not_judged:
-        items.append(("registered rule", "not judged under its registered rule: the run cannot speak to the claim"))
+    if row.exploratory:
+        items.append(("exploratory", f"{row.exploratory} ({RULES_WRITTEN_AFTER_NOTE})"))
+    if row.history:
+        items.append(("rule written", row.history))
+    if row.phase:
+        items.append(("data", "confirmatory: seeds and text collected after the rules were frozen"
+                      if row.phase == "confirmatory" else "exploratory: the rule was written after these data "
+                      "or the run is not the registered one"))
     if row.holm_detail:
         items.append(("multiplicity", row.holm_detail))
     if row.near_threshold:
@@ -346,6 +386,20 @@ def _details(row: ClaimRow) -> str:
     items.append(("id", row.id))
     body = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items if v)
     return f'<details><summary>rule, interval, note</summary><dl class="ak-detail">{body}</dl></details>'
+
+
+def _tags(row: ClaimRow) -> str:
+    """The claim's role and, for exploratory data, a mark: a primary claim is one of its family's at most three
+    corrected together; exploratory means the rule was written after these data (or the run is not the
+    registered one)."""
+    tags = ""
+    if row.role == "primary":
+        tags += ('<span class="ak-role" title="one of its family\'s primary claims, corrected together by Holm">'
+                 "primary</span>")
+    if row.phase == "exploratory":
+        tags += ('<span class="ak-phase" title="exploratory: the rule was written after these data, or the run is '
+                 'not the registered one">exploratory</span>')
+    return tags
 
 
 def claims_html(claims: Iterable[Any], *, caption: str | None = None) -> str:
@@ -357,11 +411,12 @@ def claims_html(claims: Iterable[Any], *, caption: str | None = None) -> str:
     for r in rows:
         parts.append(
             '<tbody class="ak-claim"><tr class="ak-row">'
-            f'<td class="ak-claim" title="{escape(r.claim)}">{escape(r.label)}</td>'
+            f'<td class="ak-claim" title="{escape(r.claim)}">{escape(r.label)}{_tags(r)}</td>'
             f'<td class="ak-paper">{_value_cell(r.paper, r.paper_unit)}</td>'
             f'<td class="ak-ours">{_value_cell(r.ours, r.ours_unit)}</td>'
             f'<td class="ak-verdict">{badge_html(r.verdict, r.near_threshold, amended=r.amended, holm=r.holm)}</td>'
-            f'<td class="ak-why">{escape(r.summary)}</td></tr>'
+            f'<td class="ak-why">{escape(r.summary)}'
+            + (f'<br><span class="ak-saw">our run saw: {escape(r.saw)}</span>' if r.saw else "") + '</td></tr>'
             f'<tr class="ak-more"><td colspan="5">{_details(r)}</td></tr></tbody>')
     if any(r.near_threshold for r in rows):   # the mark explained where it appears
         parts.append(f'<tfoot><tr><td colspan="5" class="ak-note">{NEAR_THRESHOLD_NOTE}</td></tr></tfoot>')

@@ -1,0 +1,92 @@
+""""What held up": the box every chapter opens with, generated from the build's report so it cannot drift.
+
+For one chapter's claims (``report.json``), in plain words: which of the papers' claims held at this scale
+(a primary only if it also survives Holm's correction over its family), which did not, which this scale
+cannot decide and what it saw there, and the provenance of the paper's numbers (``references.yaml``'s
+``provenance``); the book's own questions are counted apart from the papers'. :func:`held_up_markdown`
+writes the box; :mod:`.pages` writes one file per chapter into ``book/_generated/held_up/`` when the book is
+built, and each chapter includes its file right after its learning goals.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..manifest import provenance, references
+from ..verdicts.multiplicity import family
+
+__all__ = ["held_up_markdown", "held_up_groups", "BOOK_FAMILY"]
+
+BOOK_FAMILY = "book"
+_HOLDS = ("reproduced", "partly reproduced")
+
+
+def _title(claim: dict) -> str:
+    ref = references().get(claim["id"], {})
+    return str(ref.get("title") or claim["id"])
+
+
+def held_up_groups(claims: Iterable[dict]) -> dict[str, list[tuple[dict, str]]]:
+    """``{group: [(claim, words)]}``: ``held``, ``held, not claimed`` (a primary that fails Holm), ``did not
+    hold``, ``mixed``, ``cannot decide`` (not established, not comparable, holds by construction) — each claim
+    once, with a few words of why."""
+    groups: dict[str, list[tuple[dict, str]]] = {k: [] for k in
+                                                 ("held", "held, not claimed", "did not hold", "mixed", "cannot decide")}
+    for c in claims:
+        v, holm, saw = c["verdict"], c.get("holm") or {}, c.get("saw")
+        if v in _HOLDS and c.get("role") == "primary" and holm.get("survives") is False:
+            groups["held, not claimed"].append((c, f"{v}, but it fails Holm's correction over its family"))
+        elif v in _HOLDS:
+            groups["held"].append((c, v + (", a secondary claim" if c.get("role") == "secondary" else "")))
+        elif v == "not reproduced":
+            groups["did not hold"].append((c, c.get("summary") or ""))
+        elif v == "mixed":
+            groups["mixed"].append((c, c.get("summary") or ""))
+        else:
+            why = {"not comparable": "our setting or design cannot speak to it",
+                   "not established": "our interval cannot tell",
+                   "holds by construction": "it holds by how the experiment is built, so it is no evidence"}[v]
+            groups["cannot decide"].append((c, why + (f"; our run saw: {saw}" if saw else "")))
+    return groups
+
+
+def _lines(groups: dict[str, list[tuple[dict, str]]]) -> list[str]:
+    labels = {"held": "Held", "held, not claimed": "Held here but not claimed", "did not hold": "Did not hold",
+              "mixed": "Mixed", "cannot decide": "This scale cannot decide"}
+    out = []
+    for key, items in groups.items():
+        if items:
+            body = "; ".join(f"*{_title(c)}* ({words})" if words else f"*{_title(c)}*" for c, words in items)
+            out.append(f"- **{labels[key]}**: {body}.")
+    return out
+
+
+def held_up_markdown(chapter_doc: dict | None, chapter_title: str = "") -> str:
+    """The box for one chapter's metrics (``None``: the chapter has not run in this build)."""
+    if chapter_doc is None:
+        return (":::{admonition} What held up\n:class: note\nThis build did not run the chapter; the "
+                "{doc}`report <report>` lists the verdicts of the chapters that did.\n:::\n")
+    claims = chapter_doc.get("claims") or []
+    if not claims:
+        return ""
+    papers = [c for c in claims if family(c["id"]) != BOOK_FAMILY]
+    own = [c for c in claims if family(c["id"]) == BOOK_FAMILY]
+    phase = {c.get("phase") for c in claims}
+    data = ("confirmatory data (seeds and text collected after the rules were frozen)" if phase == {"confirmatory"}
+            else "exploratory data (the rules were written after these data had been seen)" if phase == {"exploratory"}
+            else "confirmatory and exploratory data")
+    lines = [":::{admonition} What held up at this scale", ":class: note", ""]
+    if papers:
+        held = sum(c["verdict"] in _HOLDS for c in papers)
+        lines += [f"Of the papers' {len(papers)} claims tested here, {held} held on {data}:", ""]
+        lines += _lines(held_up_groups(papers))
+    if own:
+        lines += ["", f"The book's own {len(own)} question{'s' * (len(own) != 1)} (no paper states them):", ""]
+        lines += _lines(held_up_groups(own))
+    fams = list(dict.fromkeys(family(c["id"]) for c in claims))
+    notes = [provenance()[f] for f in fams if f in provenance()]
+    if notes:
+        lines += ["", "*Where the papers' numbers come from*: " + " ".join(notes)]
+    lines += ["", "The Evidence section at the end of the chapter holds every claim's rule, interval, test and "
+              "power; {doc}`the report <report>` holds every chapter's.", ":::", ""]
+    return "\n".join(lines)
