@@ -42,9 +42,9 @@ HOUR_PRESETS: dict[str, dict] = {
         train_whole_model=True),
     "ch03_growth_training": dict(
         model=_SMOL, corpus="fineweb-edu", n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,
-        block_size=256, batch_size=32, steps=656, lr=3e-3, n_seeds=16, reference_steps=328, half_fraction=_PAPER_HALF_FRACTION,
-        clone_noise=0.05, anti_scale=0.9, max_anti=2, eval_every=41, n_eval=256, ablation_blocks=64,
-        n_documents=20000, processes=1, timing_repeats=5),
+        block_size=256, batch_size=32, steps=656, lr=3e-3, n_seeds=16, n_secondary_seeds=16, reference_steps=328,
+        half_fraction=_PAPER_HALF_FRACTION, clone_noise=0.05, anti_scale=0.9, max_anti=2, eval_every=41, n_eval=256,
+        ablation_blocks=64, n_documents=20000, processes=1, timing_repeats=5),
     "ch04_geometric_work": dict(model=_CH04_MODELS[0], corpus="openwebtext", models=_CH04_MODELS, n_tokens=1024,
                                 n_blocks=32, block_size=256, batch_size=8, sampling="uniform", radius=0.9,
                                 noise_scale=0.5, sensitivity_blocks=16, n_draws=3, n_jobs=8),

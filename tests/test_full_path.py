@@ -34,8 +34,8 @@ FULL_PATH = {
         "n_train": 4, "train_batch": 2, "recovery_eval": 2},
     "ch03_growth_training": {                  # full: 12 layers, fineweb-edu, SmolLM2's profile as source (b)
         "d_model": 32, "ffn_width": 64, "vocab_size": 512, "block_size": 32, "batch_size": 4, "steps": 12,
-        "n_seeds": 3, "reference_steps": 6, "eval_every": 6, "n_eval": 4, "ablation_blocks": 2,
-        "n_documents": 100, "timing_repeats": 1},
+        "n_seeds": 3, "n_secondary_seeds": 2, "reference_steps": 6, "eval_every": 6, "n_eval": 4,
+        "ablation_blocks": 2, "n_documents": 100, "timing_repeats": 1},
     "ch04_geometric_work": {                   # full: the seven models of paper 2, worker processes
         "n_tokens": 64, "n_blocks": 2, "block_size": 32, "batch_size": 2, "sensitivity_blocks": 1,
         "n_draws": 1, "n_jobs": 2},

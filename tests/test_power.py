@@ -39,6 +39,15 @@ def test_the_sign_flip_floor_two_over_two_to_the_n():
     assert P.attainable_alpha(6) == 2 / 64                     # only the floor itself
     assert P.attainable_alpha(7) == 6 / 128                    # floor(0.05 · 64) = 3 pattern pairs
     assert P.attainable_alpha(5, alpha=0.0625) == 2 / 32       # touching the floor counts
+
+
+def test_the_attainable_level_of_many_seeds_needs_no_float_two_to_the_n():
+    # 2ⁿ overflows a float from n = 1024; the level is then within 2/2ⁿ of alpha (the function's guard
+    # against rounding lets it exceed alpha by at most 1e-12 relative, as for fewer seeds)
+    for n in (1023, 1024, 1100, 100_000):
+        assert 0.05 - 2 / 2 ** min(n, 1074) <= P.attainable_alpha(n) <= 0.05 * (1 + 1e-12)
+    # a tiny effect under the sign-flip test: the search runs past 1024 seeds and ends at max_n
+    assert P.units_needed(1e-3, 1.0, method="sign-flip", max_n=100_000) is None
     assert P.sign_flip_power(100.0, 1.0, 5) == 0.0             # however large the effect
     z = 1.2                                                     # all six of one sign, by hand
     assert P.sign_flip_power(z, 1.0, 6) == pytest.approx(sps.norm.cdf(z) ** 6 + sps.norm.cdf(-z) ** 6, rel=1e-12)

@@ -30,7 +30,7 @@ FULL_SIZES: dict[str, dict] = {
     "ch02_anatomy_weights": dict(block_size=256, recovery_layers=30, recovery_lrs=3, n_trained_draws=3,
                                  recovery_steps=300, train_batch=8, recovery_eval=16),
     "ch03_growth_training": dict(n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,
-                                 block_size=256, batch_size=32, steps=656, n_seeds=5),
+                                 block_size=256, batch_size=32, steps=656, n_seeds=8, n_secondary_seeds=6),
     "ch04_geometric_work": dict(models=[k for k in HUB_SHAPES if k.startswith(("meta-", "google/", "mistralai/"))],
                                 n_blocks=32, block_size=256, batch_size=8, sensitivity_blocks=16, n_draws=3),
 }
@@ -70,7 +70,8 @@ def _ch03(s: dict) -> Estimate:
     T = s["block_size"]
     m = lm_shape(LMConfig(vocab_size=s["vocab_size"], n_layers=s["n_layers"], d_model=s["d_model"],
                           n_heads=s["n_heads"], ffn_widths=[s["ffn_width"]] * s["n_layers"], max_seq_len=T))
-    runs = 4 * s["n_seeds"]                                               # schedules incl. the reference × seeds
+    # the four arms that decide a claim run every seed, the five secondary ones the first few; one reference model
+    runs = 4 * s["n_seeds"] + 5 * s["n_secondary_seeds"] + 1
     flops = runs * s["steps"] * 3 * forward_flops(m, s["batch_size"] * T, T)
     return Estimate("ch03_growth_training", f"≤ {runs} runs × {s['steps']} steps of {s['batch_size']} × {T} tokens "
                     f"({s['n_layers']} × {s['d_model']} decoder)", flops, "train-fp32",

@@ -69,7 +69,7 @@ FULL_UNITS: dict[str, dict] = {
     "ch01_ablation_map": dict(model=_SMOL, corpus="fineweb-edu", n_eval=64, block_size=256),
     "ch02_anatomy_weights": dict(model=_SMOL, corpus="fineweb-edu", n_eval=64, block_size=256, n_trained_draws=3,
                                  recovery_eval=16),
-    "ch03_growth_training": dict(model=_SMOL, corpus="fineweb-edu", n_layers=12, d_model=256, n_seeds=6,
+    "ch03_growth_training": dict(model=_SMOL, corpus="fineweb-edu", n_layers=12, d_model=256, n_seeds=8,
                                  n_eval=256, block_size=256),
     "ch04_geometric_work": dict(corpus="openwebtext", n_blocks=32, sensitivity_blocks=16, n_draws=3,
                                 block_size=256),

@@ -23,6 +23,7 @@ Pure functions of numbers; bad input raises :class:`~anatomy_kit.validate.Anatom
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from scipy import stats as _sps
 
@@ -61,7 +62,8 @@ def attainable_alpha(n: int, alpha: float = 0.05) -> float:
     """
     check_int("n", n, minimum=1)
     _level("alpha", alpha)
-    k = math.floor(alpha * 2 ** n / 2 * (1 + 1e-12))
+    # exact rational arithmetic: a float 2ⁿ overflows from n = 1024, which units_needed's search can reach
+    k = math.floor(Fraction(alpha) * 2 ** n / 2 * (1 + Fraction(1, 10 ** 12)))
     return 2 * k / 2 ** n
 
 
