@@ -274,6 +274,9 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     if spec["rule"] == "Requires":
         precondition = f"needs {spec['params'].get('what', 'a precondition')} ≥ {spec['params'].get('minimum')}; "
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
+    if spec["rule"] == "Precondition":
+        # met, the rule inside decides on the value inside; unmet, the verdict is not comparable (below)
+        spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
     if spec["rule"] == "AllOf":
         return _all_of(chapter, claim, spec, data, smoke, hour, full)
     if spec["rule"] == "NotComparable" or verdict == "not comparable":
