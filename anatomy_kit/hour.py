@@ -49,7 +49,7 @@ HOUR_PRESETS: dict[str, dict] = {
                                 n_blocks=32, block_size=256, batch_size=8, sampling="uniform", radius=0.9,
                                 noise_scale=0.5, sensitivity_blocks=16, n_draws=3, n_jobs=8),
     "ch05_width_solver": dict(model="meta-llama/Llama-3.2-1B", corpus="openwebtext", preset="hour",
-                              n_seeds=8, n_key_seeds=8, steps=1500, processes=1, lower_frac=0.25,
+                              n_seeds=8, n_key_seeds=10, steps=1500, processes=1, lower_frac=0.25,
                               upper_frac=2.5, exponents="intrinsic-dimension", rate_scale=1.0,
                               n_documents=100_000, profile_tokens=1024),
     "ch06_width_growth": dict(

@@ -6,6 +6,7 @@ import pytest
 
 from anatomy_kit.book import chapter_costs as C
 from anatomy_kit.lm import estimates as E
+from anatomy_kit.hour import HOUR_PRESETS
 from anatomy_kit.lm import PRESETS
 from anatomy_kit.validate import AnatomyKitError
 from conftest import ROOT
@@ -23,16 +24,30 @@ def test_the_running_page_shows_the_current_table(tmp_path):
     assert (tmp_path / "_generated" / "estimates_table.md").read_text().strip() == C.markdown_table()
 
 
+#: chapter 5's primary claims compare these arms (the key rule and the two tapers against uniform): they train on
+#: n_key_seeds, the other two rules on n_seeds
+KEY_ARMS = ["cosine", "geometric:topology/hyperbolic", "reverse-cosine", "uniform"]
+
+
 def test_chapter_five_counts_every_run_of_the_preset():
+    from chapter_defaults import full_defaults
+
+    full = full_defaults("ch05_width_solver")
+    assert C.FULL_SIZES["ch05_width_solver"] == {k: full[k] for k in ("preset", "n_seeds", "n_key_seeds")}
+    assert C.ch05_key_arms("full") == C.ch05_key_arms("smoke") == C.ch05_key_arms("hour") == KEY_ARMS
     est = {e.chapter: e for e in C.chapter_estimates()}["ch05_width_solver"]
     P = PRESETS["440M"]
     tokens = P["steps"] * P["batch_size"] * P["grad_accum"] * P["block_size"]
     n = E.preset_shape("440M").params
     rules = E.width_solver_rules()            # the paper's five rows and the reversed taper
-    assert len(rules) == 6 and rules[0] == "uniform" and f"{6 * P['n_seeds']} runs" in est.work
-    per_run = est.flops / (len(rules) * P["n_seeds"])
+    runs = 2 * full["n_seeds"] + 4 * full["n_key_seeds"]          # 2 × 6 + 4 × 10 = 52
+    assert len(rules) == 6 and rules[0] == "uniform" and est.work.startswith(f"{runs} runs")
+    per_run = est.flops / runs
     assert 6 * n * tokens < per_run < 1.3 * 6 * n * tokens     # 6·N·D plus attention
     assert est.kind == "train-bf16" and est.hours() == pytest.approx(est.flops / (0.4 * 989e12) / 3600)
+    hour = {e.chapter: e for e in C.hour_estimates()}["ch05_width_solver"]
+    H = HOUR_PRESETS["ch05_width_solver"]
+    assert hour.work.startswith(f"{2 * H['n_seeds'] + 4 * max(H['n_seeds'], H['n_key_seeds'])} runs")
 
 
 def test_measured_throughput_replaces_the_assumption_and_durations_read_well():

@@ -137,6 +137,86 @@ def test_association_difference_null_errors():
 
 # --------------------------------------------------------------------------- one model's evidence
 
+# --------------------------------------------------------------------------- raw work and the norm, given depth
+
+# Deviations orthogonal to the constant and to the layer index (sums of second differences), by hand:
+# 0.1·(1, −2, 1, 0, 0, 0) + 0.3·(0, 0, 1, −2, 1, 0) and 0.2·(0, 1, −2, 1, 0, 0) + 0.05·(0, 0, 0, 1, −2, 1).
+E6 = np.array([0.1, -0.2, 0.4, -0.6, 0.3, 0.0])
+F6 = np.array([0.0, 0.2, -0.4, 0.25, -0.1, 0.05])
+
+
+def test_the_hand_made_deviations_are_orthogonal_to_a_line_in_depth():
+    depth = np.arange(6)
+    for v in (E6, F6):
+        assert v.sum() == pytest.approx(0, abs=1e-15) and v @ depth == pytest.approx(0, abs=1e-15)
+
+
+@pytest.mark.parametrize("scale, make", [("log", lambda d, e: np.exp(2.0 + 0.5 * d + e)),
+                                         ("linear", lambda d, e: 3.0 - 2.0 * d + e)])
+def test_depth_residuals_leave_exactly_the_deviation_from_the_line(scale, make):
+    d = np.arange(6.0)
+    got = G.depth_residuals(make(d, E6), scale)
+    # float64 logs of values up to e^4.5 and a 6-point fit: a few ulps of 4.5
+    assert got == pytest.approx(E6, abs=64 * np.finfo(float).eps * 5)
+    # a pure line in depth leaves nothing: exact zeros, not rounding noise
+    assert not G.depth_residuals(make(d, 0 * E6), scale).any()
+
+
+def test_depth_residuals_boundaries_and_errors():
+    assert G.depth_residuals([1.0, 2.0, 4.0], "log") == pytest.approx([0, 0, 0])   # 3 layers: a line in log
+    assert G.depth_residuals([1.0, 3.0, 2.0], "linear") == pytest.approx([-0.5, 1.0, -0.5])
+    with pytest.raises(AnatomyKitError, match="at least 3 finite values"):
+        G.depth_residuals([1.0, 2.0])
+    with pytest.raises(AnatomyKitError, match=r"positive on the log scale; layers \[1\]"):
+        G.depth_residuals([1.0, 0.0, 2.0])
+    assert G.depth_residuals([1.0, 0.0, 2.0], "linear") == pytest.approx([0.5, -1.0, 0.5])    # zero is fine there
+    with pytest.raises(AnatomyKitError, match="scale='ranks'"):
+        G.depth_residuals([1.0, 2.0, 3.0], "ranks")
+
+
+def test_depth_partial_spearman_sees_the_deviations_not_the_shared_growth():
+    d = np.arange(6.0)
+    x = np.exp(0.3 + 1.5 * d + E6)       # both climb in rank order with depth: plain ρ = 1
+    y = np.exp(1.0 + 1.0 * d + F6)
+    assert sps.spearmanr(x, y)[0] == pytest.approx(1.0)
+    r = G.depth_partial_spearman(x, y)
+    rho = sps.spearmanr(E6, F6)[0]
+    # exact p: the share of the 6! orders of F6's ranks at least as far from 0 as the observed ρ
+    rank_e, rank_f = sps.rankdata(E6), sps.rankdata(F6)
+    null = [sps.spearmanr(rank_e, np.array(o))[0] for o in itertools.permutations(rank_f)]
+    assert r.rho == pytest.approx(rho) and r.method == "exact" and r.n == 6
+    assert r.p == pytest.approx(np.mean(np.abs(null) >= abs(rho) - 1e-12))
+    # the same deviations in y: ρ = 1, the exact floor 2/6!
+    same = G.depth_partial_spearman(x, np.exp(-4.0 + 0.2 * d + E6))
+    assert same.rho == pytest.approx(1.0) and same.p == pytest.approx(2 / 720)
+    # on the linear scale the deviations of x are others (its line in depth is no line there)
+    lin = G.depth_partial_spearman(x, y, scale="linear")
+    assert lin.rho == pytest.approx(sps.spearmanr(G.depth_residuals(x, "linear"), G.depth_residuals(y, "linear"))[0])
+    assert lin.rho != pytest.approx(rho)
+    # a profile that is a pure line in depth carries nothing beyond depth: undefined, not a number
+    flat = G.depth_partial_spearman(np.exp(0.5 * d), y)
+    assert flat.method == "undefined" and np.isnan(flat.rho)
+    with pytest.raises(AnatomyKitError, match="share their layers"):
+        G.depth_partial_spearman(x, y[:5])
+
+
+def test_depth_partial_spearman_forwards_its_draws_seed_and_side():
+    rng = np.random.default_rng(3)
+    d = np.arange(20.0)
+    e, f = rng.normal(size=20), rng.normal(size=20)
+    x, y = np.exp(0.2 * d + e), np.exp(0.1 * d + 0.3 * e + f)     # weakly related deviations: p far from its floor
+    r = G.depth_partial_spearman(x, y, n_perm=999, seed=4, alternative="greater")
+    from anatomy_kit.stats import spearman
+    want = spearman(G.depth_residuals(x), G.depth_residuals(y), n_perm=999, seed=4, alternative="greater")
+    assert (r.rho, r.p, r.method, r.alternative) == (want.rho, want.p, "permutation", "greater")
+    assert 0.01 < r.p < 0.9                      # so that another seed or side moves it
+    assert r.p != G.depth_partial_spearman(x, y, n_perm=999, seed=5, alternative="greater").p
+    assert r.p != G.depth_partial_spearman(x, y, n_perm=999, seed=4, alternative="less").p
+    few = G.depth_partial_spearman(x, y, n_perm=99, seed=4, alternative="greater")
+    assert few.p == spearman(G.depth_residuals(x), G.depth_residuals(y), n_perm=99, seed=4, alternative="greater").p
+    assert few.p != r.p
+
+
 def synthetic_bundle(L=12):
     depth = np.arange(L, dtype=float)
     lam = np.random.default_rng(0).uniform(0.1, 1.0, L)
@@ -184,6 +264,15 @@ def test_each_claim_is_decided_by_the_composite_of_the_profiles_it_names():
     P, lam, norm = b.profiles, b.sensitivity, np.asarray(b.meta["residual_norm"])
     raw = G.composite_profile(np.column_stack([P.profile(s, "raw") for s in ("shift", "gw", "topology")]))
     assert e.raw_norm.rho == pytest.approx(sps.spearmanr(raw, norm)[0])
+    # the primary: the partial rank correlation given depth, on the log scale, with the same draws and seed
+    depth = np.arange(len(norm))
+    resid = {k: np.log(v) - np.polyval(np.polyfit(depth, np.log(v), 1), depth) for k, v in (("raw", raw), ("norm", norm))}
+    # the synthetic norm is 1 + depth: curved in log, so its residuals are not zero
+    assert e.raw_norm_depth.rho == pytest.approx(sps.spearmanr(resid["raw"], resid["norm"])[0])
+    assert e.raw_norm_depth.p == G.depth_partial_spearman(raw, norm, n_perm=2000, seed=0).p
+    # on the linear scale the synthetic norm is a line in depth: nothing is left of it to correlate
+    assert e.raw_norm_depth_linear.method == "undefined"
+    assert e.norm_depth.rho == pytest.approx(1.0)      # the confound: the norm in the order of depth
     assert e.raw_growth is None                        # the bundle saved no norm increment
     gw = G.composite_profile(np.column_stack([P.profile("gw", g) for g in G.GEOMETRIES]))
     top = G.composite_profile(np.column_stack([P.profile("topology", g) for g in G.GEOMETRIES]))

@@ -130,6 +130,23 @@ def test_preconditions_are_decidable_where_the_hour_runs_the_full_setting():
     assert BP.power_rows(_doc(claim), hour=other, full=dict(SETTING))[0].decidable == "only at full"
 
 
+def test_a_met_precondition_is_modelled_by_the_rule_inside_it_and_an_unmet_one_by_the_setting():
+    tiny = _interval(-1.0, -1.01, -0.99, n=6)
+    bare = _claim(tiny, rule="DifferenceSign", expected="negative", method="sign-flip")
+    inner = bare["rule_spec"]
+    wrapped = {**bare, "ours_data": {"conditions": {"rule trained": True}, "value": tiny},
+               "rule_spec": {"rule": "Precondition", "params": {"rule": inner, "conditions": [
+                   {"rule": "Condition", "params": {"name": "rule trained", "needs": "it", "minimum": None}}]}}}
+    kw = dict(chapter="ch03_growth_training", sizes={"n_seeds": 6})
+    sizes = dict(hour={**SETTING, "n_seeds": 6}, full={**SETTING, "n_seeds": 6})
+    want = BP.power_rows(_doc(bare, **kw), **sizes)[0]
+    got = BP.power_rows(_doc(wrapped, **kw), **sizes)[0]
+    assert (got.needed_n, got.decidable, got.decides) == (want.needed_n, "yes", want.decides) and want.needed_n == 6
+    unmet = BP.power_rows(_doc({**wrapped, "verdict": "not comparable", "reason": "rule trained: no"}, **kw),
+                          **sizes)[0]
+    assert unmet.decides.startswith("precondition: rule trained: no") and unmet.needed == "the full scale's setting"
+
+
 def test_decidable_at_names_the_smallest_scale():
     rows = BP.power_rows(_doc(_claim(_interval(1.0, 0.2, 1.8), verdict="reproduced"),
                               _claim(_interval(1.0, 0.2, 1.8))))

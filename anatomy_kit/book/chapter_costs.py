@@ -20,7 +20,7 @@ from ..validate import AnatomyKitError, check_choice
 from ..lm.estimates import (ASSUMED_FLOPS, HUB_SHAPES, Estimate, ModelShape, duration, forward_flops, lm_shape,
                         pass_flops, preset_config, preset_shape, training_memory, width_solver_rules)
 
-__all__ = ["FULL_SIZES", "chapter_estimates", "hour_estimates", "hour_estimate", "hour_markdown_table",
+__all__ = ["FULL_SIZES", "ch05_key_arms", "chapter_estimates", "hour_estimates", "hour_estimate", "hour_markdown_table",
            "markdown_table"]
 
 
@@ -33,6 +33,7 @@ FULL_SIZES: dict[str, dict] = {
                                  block_size=256, batch_size=32, steps=656, n_seeds=8, n_secondary_seeds=6),
     "ch04_geometric_work": dict(models=[k for k in HUB_SHAPES if k.startswith(("meta-", "google/", "mistralai/"))],
                                 n_blocks=32, block_size=256, batch_size=8, sensitivity_blocks=16, n_draws=3),
+    "ch05_width_solver": dict(preset="440M", n_seeds=6, n_key_seeds=10),
 }
 
 
@@ -89,7 +90,21 @@ def _ch04(s: dict) -> Estimate:
                     f"FFN sensitivity ({s['n_draws']} draws per layer)", flops, "eval-fp32", mem / 1e9)
 
 
-def _ch05(s: dict) -> Estimate:
+def ch05_key_arms(scale: str) -> list[str]:
+    """The rules chapter 5 trains on ``n_key_seeds`` seeds at ``scale``: the arms of every claim whose registered
+    design there names ``n_key_seeds`` (the chapter reads them the same way)."""
+    from ..verdicts.registry import rule_registry
+
+    arms: set[str] = set()
+    for entry in rule_registry().entries.values():
+        forms = entry.current[1]
+        if entry.chapter == "ch05_width_solver" and scale in forms and "n_key_seeds" in forms[scale].design:
+            arms |= set(forms[scale].design["arms"])
+    return sorted(arms)
+
+
+def _ch05(s: dict, key_arms: int = 0) -> Estimate:
+    """``key_arms`` of the rules train on ``max(n_seeds, n_key_seeds)`` seeds, the others on ``n_seeds``."""
     from ..lm import PRESETS, training_flops
 
     name = s["preset"]
@@ -97,8 +112,11 @@ def _ch05(s: dict) -> Estimate:
     m, cfg = preset_shape(name), preset_config(name)
     steps = s.get("steps", P["steps"])
     tokens = steps * P["batch_size"] * P["grad_accum"] * P["block_size"]
-    runs = len(width_solver_rules()) * s.get("n_seeds", P["n_seeds"])   # chapter 5's rules × seeds
-    return Estimate("ch05_width_solver", f"{runs} runs of the {name} preset, {tokens / 1e9:.2f}B tokens each",
+    seeds = s.get("n_seeds", P["n_seeds"])
+    key = max(seeds, s.get("n_key_seeds", seeds))
+    runs = (len(width_solver_rules()) - key_arms) * seeds + key_arms * key    # chapter 5's rules × seeds
+    return Estimate("ch05_width_solver", f"{runs} runs of the {name} preset ({key_arms} key arms × {key} seeds, "
+                    f"the others × {seeds}), {tokens / 1e9:.2f}B tokens each",
                     runs * training_flops(cfg, tokens, P["block_size"]), "train-bf16",
                     training_memory(m, P["block_size"], P["batch_size"]) / 1e9)
 
@@ -152,11 +170,9 @@ def _card(s: dict, chapter: str = "card_report") -> Estimate:
 
 def chapter_estimates() -> list[Estimate]:
     """The estimates of every chapter at full scale, in book order."""
-    from ..lm import PRESETS
-
     return [_ch01(FULL_SIZES["ch01_ablation_map"]), _ch02(FULL_SIZES["ch02_anatomy_weights"]),
             _ch03(FULL_SIZES["ch03_growth_training"]), _ch04(FULL_SIZES["ch04_geometric_work"]),
-            _ch05({"preset": "440M", "n_seeds": PRESETS["440M"]["n_seeds"]}), _ch06(None)]
+            _ch05(FULL_SIZES["ch05_width_solver"], len(ch05_key_arms("full"))), _ch06(None)]
 
 
 def hour_estimates() -> list[Estimate]:
@@ -164,7 +180,8 @@ def hour_estimates() -> list[Estimate]:
     from ..hour import HOUR_PRESETS as H
 
     return [_ch01(H["ch01_ablation_map"]), _ch02(H["ch02_anatomy_weights"]), _ch03(H["ch03_growth_training"]),
-            _ch04(H["ch04_geometric_work"]), _ch05(H["ch05_width_solver"]), _ch06(H["ch06_width_growth"]),
+            _ch04(H["ch04_geometric_work"]), _ch05(H["ch05_width_solver"], len(ch05_key_arms("hour"))),
+            _ch06(H["ch06_width_growth"]),
             _card(H["card_report"]), _card(H["ch07_synthesis"], "ch07_synthesis")]
 
 

@@ -73,8 +73,8 @@ FULL_UNITS: dict[str, dict] = {
                                  n_eval=256, block_size=256),
     "ch04_geometric_work": dict(corpus="openwebtext", n_blocks=32, sensitivity_blocks=16, n_draws=3,
                                 block_size=256),
-    "ch05_width_solver": dict(model="meta-llama/Llama-3.2-1B", corpus="openwebtext", preset="440M", n_seeds=5,
-                              n_key_seeds=5),
+    "ch05_width_solver": dict(model="meta-llama/Llama-3.2-1B", corpus="openwebtext", preset="440M", n_seeds=6,
+                              n_key_seeds=10),
     "ch06_width_growth": dict(model=_SMOL, corpus="openwebtext", n_layers=8, d_small=256, d_large=384, n_seeds=3,
                               n_key_seeds=3, llm_blocks=64, block_size=256, llm_block_size=512),
     "card_report": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256, n_random=19),
@@ -273,6 +273,9 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     precondition = ""
     if spec["rule"] == "Requires":
         precondition = f"needs {spec['params'].get('what', 'a precondition')} ≥ {spec['params'].get('minimum')}; "
+        spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
+    if spec["rule"] == "Precondition":
+        # met, the rule inside decides on the value inside; unmet, the verdict is not comparable (below)
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
     if spec["rule"] == "AllOf":
         return _all_of(chapter, claim, spec, data, smoke, hour, full)

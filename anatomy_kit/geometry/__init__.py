@@ -13,8 +13,9 @@
 from .clouds import SAMPLINGS, FFNCloud, capture_ffn_clouds, maxmin_indices
 from .diagnostics import (ffn_sensitivity, front_loading, intrinsic_dimensions, mean_norms, profile_correlations,
                           residual_norm_growth, twonn_dimension)
-from .evidence import (CLAIM_PROFILES, SCALE_FREE, ModelEvidence, SwapNull, association_difference_null,
-                       composite_profile, front_loading_null, model_evidence)
+from .evidence import (CLAIM_PROFILES, DEPTH_SCALES, SCALE_FREE, ModelEvidence, SwapNull,
+                       association_difference_null, composite_profile, depth_partial_spearman, depth_residuals,
+                       front_loading_null, model_evidence)
 from .metrics import (DEFAULT_RADIUS, GEOMETRIES, GW_CONVENTIONS, GW_STARTS, gw_identity, gw_local_optima,
                       gw_objective, gw_optimal, hyperbolic_from_angle, matched_distances, pairwise_distances)
 from .pipeline import WorkSettings, measure_work
@@ -25,7 +26,8 @@ from .work import DEFAULT_STATISTICS, STATISTICS, WorkProfiles, layer_work, work
 __all__ = ["SAMPLINGS", "FFNCloud", "capture_ffn_clouds", "maxmin_indices", "ffn_sensitivity", "front_loading",
            "intrinsic_dimensions", "mean_norms", "profile_correlations", "residual_norm_growth", "twonn_dimension",
            "SCALE_FREE", "CLAIM_PROFILES", "ModelEvidence", "SwapNull", "association_difference_null",
-           "composite_profile", "front_loading_null", "model_evidence",
+           "composite_profile", "front_loading_null", "model_evidence", "DEPTH_SCALES", "depth_residuals",
+           "depth_partial_spearman",
            "DEFAULT_RADIUS", "GEOMETRIES", "GW_CONVENTIONS", "GW_STARTS", "gw_identity", "gw_local_optima",
            "gw_objective", "gw_optimal", "hyperbolic_from_angle",
            "matched_distances", "pairwise_distances", "WorkSettings", "measure_work", "SCHEMA", "ProfileBundle",

@@ -6,8 +6,12 @@ averaged over layers into one *composite* profile (:func:`composite_profile`; :d
 says which), judged against a null model. The single profiles are secondary readings, shown and
 never judged:
 
-- *raw work tracks the residual norm*: Spearman ρ of the composite of the three raw profiles with
-  the mean residual norm, exact or permutation p (:func:`anatomy_kit.stats.spearman`);
+- *raw work tracks the residual norm*, controlled for depth: the residual norm grows with depth
+  almost in rank order (ρ with the layer index near 1), so any profile that rises with depth
+  correlates with it, and a layer-shuffle null ignores depth. The statistic is the partial rank
+  correlation given depth (:func:`depth_partial_spearman`): Spearman ρ of what is left of the
+  logarithm of the composite of the three raw profiles and of the mean residual norm once each
+  loses its least-squares line in the layer index, with a permutation p over those residuals;
 - *normalised work is front-loaded*: the share of the composite of the six scale-normalised
   profiles in the first third of the layers against shuffled layer orders (:func:`front_loading_null`);
 - *GW goes with sensitivity more than topology*: ρ(GW, λ) − ρ(topology, λ) of the composites of
@@ -34,7 +38,8 @@ from .diagnostics import front_loading
 from .profiles import ProfileBundle
 
 __all__ = ["composite_profile", "front_loading_null", "SwapNull", "association_difference_null", "ModelEvidence",
-           "model_evidence", "SCALE_FREE", "CLAIM_PROFILES"]
+           "model_evidence", "SCALE_FREE", "CLAIM_PROFILES", "depth_residuals", "depth_partial_spearman",
+           "DEPTH_SCALES"]
 
 SCALE_FREE = ("spherical", "hyperbolic")
 #: The profiles (statistics, geometries) whose composite is each claim's primary statistic: exactly the
@@ -98,6 +103,57 @@ def front_loading_null(profiles: Any, fraction: float = 1 / 3, *, n_perm: int = 
                             np.arange(1, last), n_perm=n_perm, seed=seed, alternative="greater")
 
 
+#: How :func:`depth_residuals` reads a profile before removing its line in depth: ``"log"`` (the
+#: declared one: raw statistics scale with the states' norm, so "tracks" is a ratio, a difference of
+#: logarithms) or ``"linear"`` (shown beside it, never deciding).
+DEPTH_SCALES = ("log", "linear")
+
+
+def depth_residuals(values: Any, scale: str = "log", name: str = "values") -> np.ndarray:
+    """(L,) what is left of a depth profile once its least-squares line in the layer index is removed.
+
+    ``values`` (L,), L ≥ 3 layers in order; ``scale="log"`` fits ``log v_ℓ ≈ a + b·ℓ`` (every value
+    must be positive), ``"linear"`` fits ``v_ℓ ≈ a + b·ℓ``; returns ``y − (a + b·ℓ)`` (orthogonal to
+    the constant and to ℓ). A profile that is exactly such a line in depth leaves residuals of
+    rounding size only: they are returned as exact zeros (``|r| ≤ 8·L·ε·(1 + max |y|)``), so that a
+    rank correlation of them is undefined instead of ranking rounding noise.
+    """
+    check_choice("scale", scale, DEPTH_SCALES)
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if v.size < 3 or not np.isfinite(v).all():
+        raise AnatomyKitError(f"{name} must hold at least 3 finite values (one per layer), got {v.size}")
+    if scale == "log":
+        if (v <= 0).any():
+            raise AnatomyKitError(f"{name} must be positive on the log scale; layers "
+                                  f"{np.flatnonzero(v <= 0).tolist()} are not")
+        v = np.log(v)
+    depth = np.arange(v.size, dtype=np.float64)
+    design = np.column_stack([np.ones_like(depth), depth])                     # (L, 2)
+    coef = np.linalg.lstsq(design, v, rcond=None)[0]
+    r = v - design @ coef
+    if np.abs(r).max() <= 8 * v.size * np.finfo(np.float64).eps * (1 + np.abs(v).max()):
+        return np.zeros_like(r)
+    return r
+
+
+def depth_partial_spearman(x: Any, y: Any, *, scale: str = "log", n_perm: int = 10_000, seed: int = 0,
+                           alternative: str = "two-sided") -> SpearmanResult:
+    """Do two depth profiles go together beyond what depth gives both? (chapter 4, ``p2.raw_tracks_norm``)
+
+    The partial rank correlation given depth: Spearman ρ of :func:`depth_residuals` of ``x`` and of
+    ``y`` (both (L,), the same layers), with its p from random orderings of the residuals
+    (:func:`anatomy_kit.stats.spearman`: exact for L ≤ 9, else ``n_perm`` draws with ``seed``,
+    ``p = (1 + #as extreme)/(1 + n_perm)``). The null keeps each profile's line in depth and breaks
+    only how their deviations from it line up. Two profiles that both grow with depth, each in its
+    own way, give ρ near 0 here, whatever their plain ρ.
+    """
+    rx = depth_residuals(x, scale, "x")
+    ry = depth_residuals(y, scale, "y")
+    if rx.size != ry.size:
+        raise AnatomyKitError(f"x has {rx.size} layers and y has {ry.size}; the profiles must share their layers")
+    return spearman(rx, ry, alternative=alternative, n_perm=n_perm, seed=seed)
+
+
 def _centred_ranks(name: str, x: Any, n: int | None = None) -> np.ndarray:
     v = np.asarray(x, dtype=np.float64).reshape(-1)
     if (n is not None and v.size != n) or v.size < 3 or not np.isfinite(v).all():
@@ -157,12 +213,15 @@ def association_difference_null(a: Any, b: Any, target: Any, *, n_perm: int = 10
 @dataclass(frozen=True)
 class ModelEvidence:
     """One model's evidence for the three claims (chapter 4): the primary statistic of each
-    (``raw_norm``, ``front``, ``gw_vs_topology``, on the composites of :data:`CLAIM_PROFILES`) and the
-    secondary readings. Keys are ``"statistic/geometry"`` (single profiles) or geometry names."""
+    (``raw_norm_depth``, ``front``, ``gw_vs_topology``, on the composites of :data:`CLAIM_PROFILES`) and
+    the secondary readings. Keys are ``"statistic/geometry"`` (single profiles) or geometry names."""
 
     model: str
     n_layers: int
-    raw_norm: SpearmanResult                          # primary: composite raw profile vs the mean residual norm
+    raw_norm_depth: SpearmanResult                    # primary: composite raw profile vs the norm, given depth (log)
+    raw_norm_depth_linear: SpearmanResult             # the same on the linear scale (shown, never deciding)
+    norm_depth: SpearmanResult                        # the mean residual norm vs the layer index: the confound
+    raw_norm: SpearmanResult                          # composite raw profile vs the mean residual norm, no control
     raw_growth: SpearmanResult | None                 # composite raw profile vs the FFN's own norm increment
     front: PermutationNull                            # primary: the six scale-normalised profiles together
     front_edges_fixed: PermutationNull                # the same share against shuffles of the inner layers only
@@ -205,10 +264,13 @@ def model_evidence(name: str, bundle: ProfileBundle, *, fraction: float = 1 / 3,
     top = composite_profile({k: v for k, v in _claim_profiles(P, "gw_vs_sensitivity").items()
                              if k.startswith("topology/")})
     growth = bundle.residual_norm_growth
+    depth = np.arange(len(P.layers))
+    given_depth = lambda scale: depth_partial_spearman(raw, norm, scale=scale, n_perm=n_perm, seed=seed)  # noqa: E731
     diff = {g: association_difference_null(P.profile("gw", g), P.profile("topology", g), lam, n_perm=n_perm, seed=seed)
             for g in P.geometries}
     return ModelEvidence(
-        name, len(P.layers), raw_norm=rank(raw, norm), raw_growth=None if growth is None else rank(raw, growth),
+        name, len(P.layers), raw_norm_depth=given_depth("log"), raw_norm_depth_linear=given_depth("linear"),
+        norm_depth=rank(norm, depth), raw_norm=rank(raw, norm), raw_growth=None if growth is None else rank(raw, growth),
         front=front_loading_null(free, fraction, n_perm=n_perm, seed=seed),
         front_edges_fixed=front_loading_null(free, fraction, n_perm=n_perm, seed=seed, keep_edges=True),
         gw_vs_topology=association_difference_null(gw, top, lam, n_perm=n_perm, seed=seed),
