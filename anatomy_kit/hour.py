@@ -38,7 +38,7 @@ HOUR_PRESETS: dict[str, dict] = {
         n_shuffles=1000, substitution_counts=[1, 2, 3, 4, 6, 9, 12, 16], n_random_orders=5, n_manipulated=4,
         n_redundant=9, blend_beta=0.5, blend_rank=32, alphas=[0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.05, 1.1, 1.2, 1.5],
         recovery_layers=list(range(2, 30, 3)), recovery_steps=300, recovery_lrs=[1e-4], lr_tolerance=1.0,
-        noise_fraction=0.5, n_noise_draws=5, n_trained_draws=3, n_train=2400, train_batch=8, recovery_eval=16,
+        noise_fraction=0.5, n_noise_draws=6, n_trained_draws=3, n_train=2400, train_batch=8, recovery_eval=16,
         train_whole_model=True),
     "ch03_growth_training": dict(
         model=_SMOL, corpus="fineweb-edu", n_layers=12, d_model=256, n_heads=4, ffn_width=469, vocab_size=8192,

@@ -251,6 +251,75 @@ def test_intervals_anti_layers_and_the_interior_range():
         old.delta_interval(1)
 
 
+def _abs_interval_pct(rows, base, layer, n=100, confidence=0.975):
+    """|ΔPPL| % bounds of ``layer`` from its t interval at ``confidence``, by hand (numpy and scipy only)."""
+    from scipy import stats as sps
+
+    d = (rows[layer] - base) / n
+    half = sps.t.ppf((1 + confidence) / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    low, high = 100 * math.expm1(d.mean() - half), 100 * math.expm1(d.mean() + half)
+    return (0.0, max(abs(low), abs(high))) if low <= 0 <= high else tuple(sorted((abs(low), abs(high))))
+
+
+def test_the_resolved_range_takes_the_least_important_layer_whose_effect_is_resolved():
+    base = np.array([300.0, 310.0, 305.0, 295.0])
+    shift = {0: 400, 1: 60, 2: -3, 3: -1, 4: 30, 5: 500}
+    noise = np.array([0.5, -0.4, 0.3, -0.2])
+    rows = np.array([base + shift[l] + (5 * noise if l != 2 else 0.2 * noise) for l in range(6)])
+    amap = _map(rows, base)
+    rng, top, low = amap.importance_range(n_layers=6, resolved=True)
+    # L3 (−1 ± 5·noise) is the smallest but its interval reaches 0; L2 (−3 ± 0.2·noise) is the smallest resolved
+    assert (top, low) == (1, 2)
+    (t_lo, t_hi), (m_lo, m_hi) = _abs_interval_pct(rows, base, 1), _abs_interval_pct(rows, base, 2)
+    assert m_lo > 0 and math.isfinite(rng.high)
+    assert rng.low == pytest.approx(t_lo / m_hi, rel=1e-9) and rng.high == pytest.approx(t_hi / m_lo, rel=1e-9)
+    assert rng.mean == pytest.approx(abs(amap.delta_pct[1] / amap.delta_pct[2]), rel=1e-12)
+    # the unrestricted range keeps L3 and its infinite upper end
+    assert amap.importance_range(n_layers=6)[1:] == (1, 3)
+    # when the smallest layer is itself resolved, both ranges are the same
+    rows_sharp = rows.copy()
+    rows_sharp[3] = base - 1 + 0.2 * noise
+    sharp = _map(rows_sharp, base)
+    assert sharp.importance_range(n_layers=6, resolved=True) == sharp.importance_range(n_layers=6)
+    # L2 made as noisy as the others: its interval reaches 0, and the denominator moves to L4 (30 ± 5·noise)
+    rows_noisy = rows.copy()
+    rows_noisy[2] = base - 3 + 5 * noise
+    noisy = _map(rows_noisy, base)
+    assert noisy.delta_interval(2, 0.975).low < 0 < noisy.delta_interval(2, 0.975).high
+    assert noisy.importance_range(n_layers=6, resolved=True)[1:] == (1, 4)
+
+
+def test_resolved_means_resolved_at_the_bonferroni_level():
+    """A layer whose t statistic lies between t(0.975, 3) = 3.18 and t(0.9875, 3) = 4.18 is resolved by its 95 %
+    interval but not by the 97.5 % one the range's bounds use: it cannot be the range's denominator."""
+    from scipy import stats as sps
+
+    base = np.array([300.0, 310.0, 305.0, 295.0])
+    alternating = np.array([1.0, -1.0, 1.0, -1.0])
+    c = 3.7 * alternating.std(ddof=1) / 2                  # mean change giving t = 3.7 over 4 blocks
+    shift = {0: base + 400, 1: base + 60 + 0.2 * alternating, 2: base + c + alternating,
+             3: base - 1 + 5 * alternating, 4: base + 30 + 0.2 * alternating, 5: base + 500}
+    rows = np.array([shift[l] for l in range(6)])
+    d = (rows[2] - base) / 100
+    t = d.mean() / (d.std(ddof=1) / 2)
+    assert sps.t.ppf(0.975, 3) < t < sps.t.ppf(0.9875, 3)
+    amap = _map(rows, base)
+    assert amap.delta_interval(2, 0.95).excludes(0.0) and not amap.delta_interval(2, 0.975).excludes(0.0)
+    assert amap.importance_range(n_layers=6, resolved=True)[1:] == (1, 4)
+    # at a confidence whose Bonferroni level (0.95) is the one L2 passes, L2 is the denominator
+    assert amap.importance_range(n_layers=6, resolved=True, confidence=0.9)[1:] == (1, 2)
+
+
+def test_a_resolved_range_needs_a_second_resolved_layer():
+    base = np.array([300.0, 310.0, 305.0, 295.0])
+    noise = np.array([5.0, -4.0, 3.0, -2.0])
+    rows = np.array([base + s + (noise if l not in (0, 1, 3) else 0.0) for l, s in enumerate([400, 60, 1, 500])])
+    amap = _map(rows, base)
+    assert amap.importance_range(n_layers=4)[1:] == (1, 2)          # L2's interval reaches 0
+    with pytest.raises(AnatomyKitError, match="resolves no second effect"):
+        amap.importance_range(n_layers=4, resolved=True)
+
+
 def test_zero_attn_equals_removing_the_attention_branch(model):
     b = _batches(pad=False)[0]
     layer = decoder_layers(model)[2]

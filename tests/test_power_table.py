@@ -246,16 +246,19 @@ def test_the_card_rows_separate_greedy_from_last_k_and_from_random_sets():
     assert card_power_rows({**card, "pruning": None}, hour, full) == []
 
 
-def test_a_magnitude_whose_estimate_lies_between_its_bands_is_never_decidable():
-    # paper 63,419; bands ×10 (6,342 … 634,190) and ×100 (634 … 6,341,900). An estimate of 2,381 lies between the
-    # ×100 and ×10 bands, where the magnitude rule gives "not established" to any interval: no n decides it
+def test_a_magnitude_estimate_on_a_band_edge_is_never_decidable():
+    # paper 63,419; bands ×10 (6,342 … 634,190) and ×100 (634.19 … 6,341,900). An estimate exactly on the ×100 edge
+    # gives "not established" to any interval around it, however narrow: no n decides it
     spec = {"rule": "Magnitude", "params": {"within_factor": 10.0, "partly_factor": 100.0, "key": None,
                                             "confidence": 0.95}}
-    between = _claim(_interval(2381.0, 743.0, 7201.0)) | {"paper": 63419.0, "rule_spec": spec}
-    row = BP.power_rows(_doc(between))[0]
+    edge = _claim(_interval(634.19, 300.0, 968.38)) | {"paper": 63419.0, "rule_spec": spec}
+    row = BP.power_rows(_doc(edge))[0]
     assert (row.decidable, row.needed, BP.decidable_at(row)) == ("never", "—", "never")
     assert BP.NEVER in row.decides
-    # an estimate inside the ×10 band is decidable: the interval must shrink inside it
+    # an estimate between the ×100 and ×10 bands is decidable since the rule has its partly band (an interval
+    # shrunk inside the ×100 band is partly reproduced), and so is one inside the ×10 band
+    between = _claim(_interval(2381.0, 743.0, 7201.0)) | {"paper": 63419.0, "rule_spec": spec}
+    assert BP.power_rows(_doc(between))[0].decidable != "never"
     inside = _claim(_interval(30000.0, 9000.0, 51000.0)) | {"paper": 63419.0, "rule_spec": spec}
     assert BP.power_rows(_doc(inside))[0].decidable != "never"
 

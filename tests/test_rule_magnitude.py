@@ -17,22 +17,31 @@ def iv(low, high, n=5, confidence=0.95):
     return stats.Interval((low + high) / 2, low, high, n, 1.0, n - 1, confidence, "t")
 
 
-def test_chapter_1s_l11_is_not_established_not_partly_reproduced():
+def test_chapter_1s_l11_is_partly_reproduced_by_its_whole_interval():
     ours = stats.Interval(2381.0, 743.0, 7201.0, 5, 1.0, 4)
     d = Magnitude().decide(ours, L11)
-    assert d.verdict == "not established"                     # within 10 possible (7,201 > 6,342), not sure
+    # 743 … 7,201 lies wholly within a factor 100 of 63,419 (634.19 … 6,341,900), not wholly within 10
+    assert d.verdict == "partly reproduced"
     assert "a factor 8.81–85.4 below the paper's 63,419" in d.reason
-    assert Magnitude().decide(2381.0, L11).verdict == "partly reproduced"   # the point alone said "partly"
+    assert "wholly within a factor 100, not wholly within 10" in d.reason
+    assert Magnitude().decide(2381.0, L11).verdict == "partly reproduced"   # the point alone says the same
 
 
 @pytest.mark.parametrize("low, high, expected", [
     (7000.0, 100000.0, "reproduced"),              # wholly within a factor 10
     (6341.9, 634190.0, "reproduced"),              # ends exactly at the factor-10 bounds
-    (6341.8, 60000.0, "not established"),          # just below the lower bound
-    (1000.0, 5000.0, "not established"),           # surely beyond 10, surely within 100: decides nothing
+    (6341.8, 60000.0, "partly reproduced"),        # just below the lower factor-10 bound, within 100
+    (6341.9, 634191.0, "partly reproduced"),       # just above the upper factor-10 bound
+    (1000.0, 5000.0, "partly reproduced"),         # surely beyond 10, surely within 100
+    (634.19, 6341900.0, "partly reproduced"),      # ends exactly at the factor-100 bounds
+    (634.20, 6000.0, "partly reproduced"),         # just inside the lower factor-100 bound
+    (634.18, 6000.0, "not established"),           # just across it: reaches beyond a factor 100
+    (7000.0, 6341901.0, "not established"),        # just across the upper factor-100 bound
     (100.0, 634.0, "not reproduced"),              # wholly beyond a factor 100
+    (100.0, 634.18, "not reproduced"),             # just below the factor-100 bound
     (100.0, 635.0, "not established"),
     (7e6, 9e6, "not reproduced"),                  # beyond a factor 100 above
+    (6341901.0, 9e6, "not reproduced"),            # just above it
     (-500.0, -100.0, "not reproduced"),            # wrong sign
     (-100.0, 500.0, "not reproduced"),             # reaches 0 but surely below a hundredth
     (-100.0, 5000.0, "not established"),
@@ -40,6 +49,16 @@ def test_chapter_1s_l11_is_not_established_not_partly_reproduced():
 def test_interval_bands(low, high, expected):
     assert Magnitude().decide(iv(low, high), L11).verdict == expected
     assert Magnitude().decide((low, high), L11).verdict == expected
+
+
+def test_the_bands_follow_the_factors():
+    # the same interval (a factor 2–20 below) is partly reproduced under 10/100, reproduced under 30/300 and
+    # not established under 5/10 (it reaches across a factor 10)
+    ours = iv(63419 / 20, 63419 / 2)
+    assert Magnitude().decide(ours, L11).verdict == "partly reproduced"
+    assert Magnitude(30.0, 300.0).decide(ours, L11).verdict == "reproduced"
+    assert Magnitude(5.0, 10.0).decide(ours, L11).verdict == "not established"
+    assert Magnitude(2.0, 3.0).decide(iv(63419 / 20, 63419 / 4), L11).verdict == "not reproduced"
 
 
 def test_negative_paper_values_mirror_and_paired_data_are_accepted():
@@ -58,7 +77,8 @@ def test_points_keep_their_bands_and_say_so():
     assert Magnitude().decide(63419 * 50, L11).verdict == "partly reproduced"
     assert Magnitude().decide(-1.0, L11).verdict == "not reproduced"
     text = Magnitude(within_factor=5).describe(L11)
-    assert "whole 95 % interval lies within a factor 5" in text and "otherwise not established" in text
+    assert "whole 95 % interval lies within a factor 5" in text and "otherwise (it reaches" in text
+    assert "partly reproduced if it lies wholly within a factor 100 but not wholly within 5" in text
 
 
 def test_magnitude_near_threshold():
@@ -132,5 +152,5 @@ def test_rank_errors():
 def test_a_claim_takes_both():
     ci = stats.Interval(2381.0, 743.0, 7201.0, 5, 1.0, 4)
     c = Claim("p1.l11_ablation", ci, Magnitude())
-    assert c.verdict == "not established" and c.interval.startswith("95 % t interval [743, 7201]")
+    assert c.verdict == "partly reproduced" and c.interval.startswith("95 % t interval [743, 7201]")
     assert len(c.summary) <= 120

@@ -134,24 +134,36 @@ class AblationMap:
         """Layers whose ΔPPL interval lies entirely below 0 (the glossary's *anti-layer*)."""
         return [l for l, iv in self.intervals(confidence).items() if iv.high < 0]
 
-    def importance_range(self, *, n_layers: int | None = None, confidence: float = 0.95) -> tuple[Interval, int, int]:
+    def importance_range(self, *, n_layers: int | None = None, confidence: float = 0.95,
+                         resolved: bool = False) -> tuple[Interval, int, int]:
         """Largest over smallest |ΔPPL| among the interior layers, with a conservative interval.
 
         The ratio's bounds come from the two layers' own intervals, each at confidence
         ``(1 + confidence)/2`` so that both hold together with at least ``confidence`` (Bonferroni):
         ``[low |Δ_max| / high |Δ_min|, high |Δ_max| / low |Δ_min|]``, the upper bound infinite when
-        the smallest layer's interval contains 0. Returns (interval, layer of max, layer of min).
+        the smallest layer's interval contains 0. With ``resolved``, the smallest is taken among the
+        interior layers whose ``(1 + confidence)/2`` interval excludes 0 (the least important layer
+        whose effect the text resolves), so both bounds are finite: the range the measurement
+        resolves, which any finite text can refute (chapter 1's ``p1.importance_range``). Returns
+        (interval, layer of max, layer of min).
         """
         n = n_layers if n_layers is not None else int(max(self.layers)) + 1
         value = dict(zip((int(l) for l in self.layers), self.delta_pct))
         inner = [l for l in interior_layers(n) if l in value]
         if len(inner) < 2:
             raise AnatomyKitError(f"the map covers {len(inner)} interior layer(s); a range needs at least 2")
+        each = (1 + confidence) / 2
         top = max(inner, key=lambda l: abs(value[l]))
-        low = min(inner, key=lambda l: abs(value[l]))
+        pool = inner
+        if resolved:
+            pool = [l for l in inner if l != top and self.delta_interval(l, each).excludes(0.0)]
+            if not pool:
+                raise AnatomyKitError(f"no interior layer besides L{top} has a {100 * each:g} % interval that "
+                                      "excludes 0: the text resolves no second effect, so no range")
+        low = min(pool, key=lambda l: abs(value[l]))
 
         def abs_bounds(layer):
-            iv = self.delta_interval(layer, (1 + confidence) / 2)
+            iv = self.delta_interval(layer, each)
             a, b = abs(iv.low), abs(iv.high)
             return (0.0, max(a, b)) if iv.low <= 0 <= iv.high else (min(a, b), max(a, b))
 

@@ -25,10 +25,12 @@ class Magnitude:
     A point (a deterministic measurement; the reason says "a point, no interval"): reproduced within
     ``within_factor``, partly within ``partly_factor``, else not reproduced. An interval
     (:class:`~anatomy_kit.stats.Interval`, ``(low, high)``, :class:`~anatomy_kit.stats.PairedComparison`
-    at ``confidence``): reproduced only if the *whole* interval lies within ``within_factor`` of the
-    paper's value; not reproduced if the whole interval lies beyond ``partly_factor`` (which includes
-    the wrong sign); otherwise not established: a wider band the interval does not exclude decides
-    nothing. Chapter 1 (``p1.l11_ablation``).
+    at ``confidence``) counts for a band only when it lies *wholly* inside it (as :class:`~.rules.Close`
+    judges its bands): reproduced if the whole interval lies within ``within_factor`` of the paper's
+    value; partly reproduced if it lies wholly within ``partly_factor`` but not wholly within
+    ``within_factor``; not reproduced if it lies wholly beyond ``partly_factor`` (which includes the
+    wrong sign); otherwise (it reaches across the ``partly_factor`` edge) not established. Each band
+    can be reached, and each is refuted by an interval wholly outside it. Chapter 1 (``p1.l11_ablation``).
     """
     within_factor: float = 10.0
     partly_factor: float = 100.0
@@ -45,8 +47,9 @@ class Magnitude:
         return (f"Reproduced if ours has the sign of the paper's {_g(paper_value(reference, self.key))} and lies "
                 f"within a factor {w} of it; partly reproduced within a factor {p}; otherwise not reproduced. "
                 f"With an interval: reproduced only if the whole {100 * self.confidence:g} % interval lies within a "
-                f"factor {w}, not reproduced if it lies wholly beyond a factor {p} (or on the wrong side of 0), "
-                "otherwise not established.")
+                f"factor {w}; partly reproduced if it lies wholly within a factor {p} but not wholly within {w}; "
+                f"not reproduced if it lies wholly beyond a factor {p} (or on the wrong side of 0); otherwise (it "
+                f"reaches across the factor-{p} edge) not established.")
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
         paper = _number("paper value", paper_value(reference, self.key))
@@ -60,14 +63,17 @@ class Magnitude:
         if low == high:
             return self._point(lo, paper, text, near)
         inside = p / self.within_factor <= lo and hi <= p * self.within_factor
+        partly = p / self.partly_factor <= lo and hi <= p * self.partly_factor
         beyond = hi < p / self.partly_factor or lo > p * self.partly_factor
-        verdict = "reproduced" if inside else "not reproduced" if beyond else "not established"
+        verdict = ("reproduced" if inside else "partly reproduced" if partly else "not reproduced" if beyond
+                   else "not established")
         where = ("lies on the wrong side of 0 from" if hi <= 0 else "reaches 0 (the wrong sign) against" if lo <= 0 else
                  f"lies a factor {_factor(lo, hi, p)} {'below' if hi < p else 'above' if lo > p else 'around'}")
         words = {"reproduced": f"wholly within a factor {_g(self.within_factor)}",
+                 "partly reproduced": f"wholly within a factor {_g(self.partly_factor)}, not wholly within "
+                                      f"{_g(self.within_factor)}",
                  "not reproduced": f"wholly beyond a factor {_g(self.partly_factor)}",
-                 "not established": f"neither wholly within a factor {_g(self.within_factor)} nor wholly beyond "
-                                    f"{_g(self.partly_factor)}"}[verdict]
+                 "not established": f"reaches across the edge of a factor {_g(self.partly_factor)}"}[verdict]
         reason = f"ours {text} {where} the paper's {_g(paper)}: {words}"
         return Decision(verdict, reason, text, summary=shorten(f"{_brief(ours, low, high)} {where} the paper's "
                                                                f"{_g(paper)}: {words}"), near_threshold=near)
