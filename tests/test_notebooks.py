@@ -86,7 +86,7 @@ def _run_resolution(nb, overrides, tmp_path):
 
 def _other_value(name, default, resolved):
     fixed = {"scale": "full", "device": "cpu" if default != "cpu" else "auto", "model": "someone/other-model",
-             "corpus": "wikitext-103", "build_dir": "another-build"}
+             "corpus": "wikitext-103", "build_dir": "another-build", "phase": "confirmatory"}
     if name in fixed:
         return fixed[name]
     value = resolved["sizes"].get(name, default) if default is None else default
@@ -104,8 +104,12 @@ def _other_value(name, default, resolved):
 
 
 @pytest.mark.parametrize("entry", CHAPTERS, ids=IDS)
-def test_every_declared_parameter_changes_the_run(entry, tmp_path):
+def test_every_declared_parameter_changes_the_run(entry, tmp_path, monkeypatch):
     """papermill injects names a notebook never reads without a word: prove each one is read."""
+    from anatomy_kit.book import run as RUN
+
+    real = RUN.phase_seed_offset        # the confirmatory phase as if the registry were frozen (its plan's offset)
+    monkeypatch.setattr(RUN, "phase_seed_offset", lambda phase: 1000 if phase == "confirmatory" else real(phase))
     nb = to_notebook(ROOT / "notebooks" / entry["file"])
     declared = declared_parameters(nb)
     assert {"scale", "device", "build_dir"} <= set(declared)
