@@ -268,6 +268,8 @@ def test_every_of_needs_every_member(a, b, expected):
         assert p == pytest.approx(max(_t_p(_blocks(k)) for k in kinds), rel=1e-9)
     assert d.p == pytest.approx(max(p for *_, p in d.parts), rel=1e-12)
     assert "every part must hold" in d.reason
+    # a member is held, refuted or undecided: never "partly" or "mixed"
+    assert {v for _, v, _ in d.parts} <= {"reproduced", "not reproduced", "not established"}
 
 
 def test_every_of_member_verdicts_and_not_comparable():

@@ -274,7 +274,7 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     if spec["rule"] == "Requires":
         precondition = f"needs {spec['params'].get('what', 'a precondition')} ≥ {spec['params'].get('minimum')}; "
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
-    if spec["rule"] == "AllOf":
+    if spec["rule"] in ("AllOf", "EveryOf"):       # every part must hold either way: its hardest part decides
         return _all_of(chapter, claim, spec, data, smoke, hour, full)
     if spec["rule"] == "NotComparable" or verdict == "not comparable":
         why = spec["params"].get("why") or claim.get("reason") or ""
