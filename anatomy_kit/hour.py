@@ -63,7 +63,7 @@ HOUR_PRESETS: dict[str, dict] = {
                         calibration_tokens=4096, max_prune=7, n_random=49, geometry_tokens=256, ffn_budget=0.75),
     "ch07_synthesis": dict(model=_CARD_MODEL, corpus="fineweb-edu", tokens=32768, block_size=256, batch_size=8,
                            calibration_tokens=4096, max_prune=7, n_random=49, geometry_tokens=256,
-                           ffn_budget=0.75, n_null=99, n_perm=10_000),
+                           ffn_budget=0.75, n_null=99, n_perm=10_000, n_interior=200),
 }
 
 
