@@ -56,14 +56,14 @@ HOUR_PRESETS: dict[str, dict] = {
         model=_SMOL, corpus="openwebtext", n_layers=8, d_small=256, d_large=384, head_dim=64, block_size=256,
         tokenizer="gpt2", vocab_size=50257, batch_size=64, grad_accum=2, steps_small=1200, steps_grown=1200,
         gate_tokens=10_000_000, lr=9e-4, warmup_steps=100, learn_steps=100, eval_every=100, eval_batches=16,
-        n_seeds=2, n_key_seeds=6, ms_widths=[320, 448, 640], ms_total_steps=3000,
+        n_seeds=2, n_key_seeds=8, ms_widths=[320, 448, 640], ms_total_steps=3000,
         ms_seeds=1, processes=1, n_train=400_000, n_eval=512, n_documents=200_000, llm_hidden=768,
         llm_eps=[0.0, 0.25, 0.5, 0.75, 1.0], llm_blocks=64, llm_block_size=512),
     "card_report": dict(model=_CARD_MODEL, corpus="fineweb-edu", tokens=32768, block_size=256, batch_size=8,
                         calibration_tokens=4096, max_prune=7, n_random=49, geometry_tokens=256, ffn_budget=0.75),
     "ch07_synthesis": dict(model=_CARD_MODEL, corpus="fineweb-edu", tokens=32768, block_size=256, batch_size=8,
                            calibration_tokens=4096, max_prune=7, n_random=49, geometry_tokens=256,
-                           ffn_budget=0.75, n_null=99, n_perm=10_000),
+                           ffn_budget=0.75, n_null=99, n_perm=10_000, n_interior=200),
 }
 
 

@@ -14,7 +14,7 @@ from anatomy_kit.verdicts.registry import rule_registry
 from chapter_source import IDS, notebook
 
 RULE_CLASSES = {"Close", "DifferenceSign", "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent",
-                "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "OnePartPerSignal", "NotComparable",
+                "SetOverlap", "RankCorrelation", "BeyondNull", "AllOf", "EveryOf", "OnePartPerSignal", "NotComparable",
                 "ByConstruction", "Precondition", "Requires", "Magnitude", "RankAtMost"}
 
 

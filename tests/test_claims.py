@@ -234,6 +234,64 @@ def test_all_of_with_not_comparable_and_errors():
         C.NotComparable(" ")
 
 
+# ------------------------------------------------------------------ EveryOf: a claim about every member
+
+def _blocks(kind):
+    """Per-block differences whose 95 % t interval (n = 4) lies above 0, straddles it, or lies below it."""
+    return {"above": [1.0, 1.2, 0.9, 1.1], "straddles": [1.0, -1.0, 0.5, -0.4], "below": [-1.0, -1.2, -0.9, -1.1]}[kind]
+
+
+def _t_p(values):
+    """Two-sided one-sample t test p of mean 0, by formula (scipy's t distribution only)."""
+    from scipy import stats as sps
+
+    x = np.asarray(values, dtype=float)
+    t = x.mean() / (x.std(ddof=1) / np.sqrt(x.size))
+    return float(2 * sps.t.sf(abs(t), x.size - 1))
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (("above", "above"), ("above",), "reproduced"),
+    (("above", "below"), ("above",), "not reproduced"),           # a member mixed within: refuted
+    (("above", "straddles"), ("above",), "not established"),      # a member partly: undecided, never "partly"
+    (("above", "above"), ("straddles",), "not established"),
+    (("above", "above"), ("below",), "not reproduced"),
+    (("straddles", "straddles"), ("below",), "not reproduced")])
+def test_every_of_needs_every_member(a, b, expected):
+    rule = C.EveryOf({"m1": C.IntervalAbove(0.0, method="t"), "m2": C.IntervalAbove(0.0, method="t")})
+    ours = {"m1": {f"c{i}": _blocks(k) for i, k in enumerate(a)}, "m2": {f"c{i}": _blocks(k) for i, k in enumerate(b)}}
+    d = rule.decide(ours, REF)
+    assert d.verdict == expected
+    # one tested part per member, whatever its rule judged inside: its p the largest of its intervals' p
+    assert [name for name, _, _ in d.parts] == ["m1", "m2"]
+    for (name, _, p), kinds in zip(d.parts, (a, b)):
+        assert p == pytest.approx(max(_t_p(_blocks(k)) for k in kinds), rel=1e-9)
+    assert d.p == pytest.approx(max(p for *_, p in d.parts), rel=1e-12)
+    assert "every part must hold" in d.reason
+    # a member is held, refuted or undecided: never "partly" or "mixed"
+    assert {v for _, v, _ in d.parts} <= {"reproduced", "not reproduced", "not established"}
+
+
+def test_every_of_member_verdicts_and_not_comparable():
+    unmet = C.Precondition(C.IntervalAbove(0.0, method="t"), C.Condition("paired blocks", "saved"))
+    rule = C.EveryOf({"m1": unmet, "m2": C.IntervalAbove(0.0, method="t")})
+    missing = {"conditions": {"paired blocks": (False, "none saved")}, "value": None}
+    d = rule.decide({"m1": missing, "m2": {"c": _blocks("above")}}, REF)
+    # a member that cannot be judged leaves the claim undecided (AllOf would say "partly reproduced")
+    assert d.verdict == "not established" and d.p is None
+    assert d.parts[0][:2] == ("m1", "not comparable") and d.parts[1][1] == "reproduced"
+    assert C.AllOf(dict(rule.parts)).decide({"m1": missing, "m2": {"c": _blocks("above")}}, REF).verdict == \
+        "partly reproduced"
+    everyone = C.EveryOf({"m1": unmet, "m2": unmet})
+    assert verdict(everyone, {"m1": missing, "m2": missing}) == "not comparable"
+    met = {"conditions": {"paired blocks": (True, "4 blocks")}, "value": {"c": _blocks("below")}}
+    assert verdict(rule, {"m1": met, "m2": {"c": _blocks("above")}}) == "not reproduced"
+    with pytest.raises(AnatomyKitError, match="exactly the parts"):
+        rule.decide({"m1": missing}, REF)
+    assert "Every one of 2 parts" in rule.describe(REF) and "intersection-union" in rule.describe(REF)
+    assert C.EveryOf({"a": C.IntervalAbove(0.0)}) != C.AllOf({"a": C.IntervalAbove(0.0)})
+
+
 # ------------------------------------------------------------------ rule text follows the rule
 
 def test_rule_text_changes_with_thresholds():

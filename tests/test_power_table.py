@@ -297,3 +297,16 @@ def test_only_a_boundary_whose_crossing_changes_the_verdict_counts():
     sd = h * math.sqrt(n) / sps.t.ppf(0.975, n - 1)
     assert row.needed_n == _needed_by_hand(1.6, sd)
     assert row.needed_n < _needed_by_hand(0.4, sd)             # not the 0.4 to the nearest listed boundary
+
+
+def test_a_claim_about_every_member_is_read_as_its_hardest_part():
+    """EveryOf needs every part, as AllOf does: the row is its hardest modelled part's (the same numbers as
+    that part alone would give), never the 'sets, ranks or a null model' row of a rule it cannot read."""
+    easy, hard = _interval(1.0, 0.5, 1.5), _interval(1.0, 0.1, 1.9)
+    part = {"rule": "IntervalAbove", "params": {"threshold": 0.0, "confidence": 0.95, "method": "t"}}
+    sizes = dict(hour={**SETTING, "n_eval": 64}, full={**SETTING, "n_eval": 64})
+    every = _claim({"a": easy, "b": hard}, rule="EveryOf")
+    every["rule_spec"] = {"rule": "EveryOf", "params": {"parts": [["a", part], ["b", part]]}}
+    row = BP.power_rows(_doc(every), **sizes)[0]
+    alone = BP.power_rows(_doc(_claim(hard)), **sizes)[0]
+    assert row.needed_n == alone.needed_n and row.decides.startswith("all of its parts; hardest: b")

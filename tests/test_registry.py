@@ -13,8 +13,8 @@ from anatomy_kit import stats
 from anatomy_kit.validate import AnatomyKitError
 from anatomy_kit.verdicts import registry as REG
 from anatomy_kit.verdicts.claims import Claim
-from anatomy_kit.verdicts.combine import (AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal,
-                                         Precondition, Requires)
+from anatomy_kit.verdicts.combine import (AllOf, ByConstruction, Condition, EveryOf, NotComparable,
+                                         OnePartPerSignal, Precondition, Requires)
 from anatomy_kit.verdicts.equivalence import Equivalent
 from anatomy_kit.verdicts.magnitude import Magnitude, RankAtMost
 from anatomy_kit.verdicts.rules import (BeyondNull, Close, DifferenceSign, IntervalAbove, IntervalBelow,
@@ -34,6 +34,8 @@ EVERY_RULE = [
     Precondition(IntervalBelow(0.0), Condition("model size", "440M", 4.4e8), Condition("corpus", "OpenWebText")),
     OnePartPerSignal(AllOf({"a": RankCorrelation("positive"), "b": RankCorrelation("positive")}), "ρ ≥ 0.95", 0.95),
     AllOf({"first": DifferenceSign(method="t"), "second": AllOf({"inner": Close(abs_tol=float("inf"))})}),
+    EveryOf({"model a": Precondition(IntervalAbove(0.0, method="t"), Condition("paired blocks", "saved")),
+             "model b": IntervalAbove(0.5, 0.9, "t")}),
 ]
 CORE = SetOverlap(full=3, partly=1, n_layers=28)
 

@@ -16,7 +16,8 @@ from anatomy_kit.width_growth.gpt import GPT, GPTConfig, set_gate
 from anatomy_kit.hf import evaluation
 from anatomy_kit.hf.layers import decoder_layers, hidden_of
 from anatomy_kit.lm import LMConfig, build_lm
-from anatomy_kit.synthesis.depth import edge_importance, importance_percentiles, layer_depth, resample_depth
+from anatomy_kit.synthesis.depth import (edge_contrasts, edge_importance, importance_percentiles, layer_depth,
+                                         resample_depth)
 from anatomy_kit.synthesis.profile import LayerProfile, layer_profile
 from anatomy_kit.validate import AnatomyKitError
 
@@ -151,6 +152,11 @@ def test_layer_profile_matches_the_skip_map_and_block_influence(kind, text_block
     assert prof.baseline_ppl == amap.baseline_ppl
     for l, iv in amap.intervals().items():
         assert (prof.skip_low[l], prof.skip_high[l]) == (iv.low, iv.high)
+    # the paired data behind them, exactly the map's: (L, B) summed NLLs and (B,) scored tokens
+    np.testing.assert_array_equal(prof.skip_block_nll, amap.block_nll)
+    np.testing.assert_array_equal(prof.block_tokens, amap.block_targets)
+    assert prof.skip_block_nll.shape == (n, len(text_blocks))
+    assert (prof.block_tokens == text_blocks.shape[1] - 1).all()
     # The point estimate inside its interval: equal-length blocks make the pooled ΔPPL the interval's
     # centre up to float64 rounding of N per-block terms.
     slack = 1e-9 * (1 + np.abs(prof.skip_delta_pct))
@@ -182,7 +188,7 @@ def test_layer_profile_round_trips_through_json(text_blocks, one_torch_thread):
     prof = layer_profile(tiny_gpt(n_layers=3), text_blocks, label="tiny GPT")
     back = LayerProfile.from_dict(json.loads(json.dumps(prof.to_dict())))
     assert back == prof
-    for name in ("skip_delta_pct", "skip_low", "skip_high", "block_influence"):
+    for name in ("skip_delta_pct", "skip_low", "skip_high", "block_influence", "skip_block_nll", "block_tokens"):
         np.testing.assert_array_equal(getattr(back, name), getattr(prof, name))   # exact: floats through JSON
     np.testing.assert_array_equal(prof.depth, [0.0, 0.5, 1.0])
     assert prof.to_dict()["depth"] == [0.0, 0.5, 1.0]
@@ -222,6 +228,21 @@ def test_layer_profile_dataclass_validates():
             LayerProfile(**(good | change))
     with pytest.raises(AnatomyKitError, match="lacks"):
         LayerProfile.from_dict({k: v for k, v in good.items() if k != "skip_high"})
+    # the paired blocks: both or neither, (L, B) and (B,) with B ≥ 2, finite, tokens ≥ 1
+    blocks = dict(skip_block_nll=[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], block_tokens=[3, 3, 4])
+    prof = LayerProfile(**good, **blocks)
+    assert prof.skip_block_nll.shape == (2, 3) and prof.block_tokens.tolist() == [3, 3, 4]
+    assert LayerProfile.from_dict(prof.to_dict()) == prof
+    older = LayerProfile.from_dict({k: v for k, v in good.items()})       # saved before blocks were recorded
+    assert older.skip_block_nll is None and older.block_tokens is None and "skip_block_nll" not in older.to_dict()
+    for change, words in [(dict(block_tokens=None), "come together"), (dict(skip_block_nll=None), "come together"),
+                          (dict(skip_block_nll=[[1.0, 2.0, 3.0]]), "shape"),
+                          (dict(skip_block_nll=[[1.0], [2.0]], block_tokens=[3]), "B ≥ 2"),
+                          (dict(block_tokens=[3, 3]), "shape"),
+                          (dict(block_tokens=[3, 0, 4]), "≥ 1"),
+                          (dict(skip_block_nll=[[1.0, math.inf, 3.0], [4.0, 5.0, 6.0]]), "finite")]:
+        with pytest.raises(AnatomyKitError, match=words):
+            LayerProfile(**good, **(blocks | change))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +289,29 @@ def test_edge_importance_null_counts_every_pair_once():
     want = [(pct[i] + pct[j]) / 2 for i, j in itertools.combinations(range(6), 2)]
     np.testing.assert_array_equal(res.null, want)   # exact: the same sums in the same order
     assert res.p == sum(x >= res.observed - 1e-9 for x in want) / 15
+
+
+def test_edge_contrasts_by_hand():
+    # 4 layers, 2 blocks of 2 and 4 tokens; summed NLL with each layer skipped, per block
+    nll = [[10.0, 20.0],    # layer 0 skipped: 5.0 and 5.0 nats/token
+           [4.0, 12.0],     # layer 1: 2.0, 3.0
+           [6.0, 4.0],      # layer 2: 3.0, 1.0
+           [8.0, 8.0]]      # layer 3 (last): 4.0, 2.0
+    got = edge_contrasts(nll, [2, 4])
+    assert list(got) == ["first − layer 1", "first − layer 2", "last − layer 1", "last − layer 2"]
+    assert got["first − layer 1"] == [3.0, 2.0] and got["first − layer 2"] == [2.0, 4.0]
+    assert got["last − layer 1"] == [2.0, -1.0] and got["last − layer 2"] == [1.0, 1.0]
+    # three layers: one interior layer, two contrasts
+    assert list(edge_contrasts(np.ones((3, 2)), [1, 1])) == ["first − layer 1", "last − layer 1"]
+
+
+@pytest.mark.parametrize("nll, tokens, words", [
+    (np.ones((2, 3)), [1, 1, 1], "L ≥ 3"), (np.ones((3, 1)), [1], "B ≥ 2"), (np.ones(3), [1], "shape"),
+    (np.ones((3, 2)), [1, 1, 1], "token counts"), (np.ones((3, 2)), [1, 0], "token counts"),
+    ([[1.0, np.nan]] * 3, [1, 1], "non-finite"), ([["a", "b"]] * 3, [1, 1], "numbers")])
+def test_edge_contrasts_validates(nll, tokens, words):
+    with pytest.raises(AnatomyKitError, match=words):
+        edge_contrasts(nll, tokens)
 
 
 def test_resample_depth():

@@ -125,7 +125,7 @@ def _ch06(s: dict | None) -> Estimate:
     from ..width_growth import recipe as R
 
     r, ms = R.paper_d256_d384(), R.paper_multistage()
-    seeds, key_seeds, widths, chain_steps = 3, 3, ms.ms_widths, ms.ms_total_steps
+    seeds, key_seeds, widths, chain_steps = 3, 8, ms.ms_widths, ms.ms_total_steps   # chapter 6's full defaults
     if s is not None:                                                     # the hour preset's sizes
         keep = ("n_layers", "d_small", "d_large", "head_dim", "block_size", "vocab_size", "batch_size", "grad_accum",
                 "steps_small", "steps_grown")

@@ -76,7 +76,7 @@ FULL_UNITS: dict[str, dict] = {
     "ch05_width_solver": dict(model="meta-llama/Llama-3.2-1B", corpus="openwebtext", preset="440M", n_seeds=6,
                               n_key_seeds=10),
     "ch06_width_growth": dict(model=_SMOL, corpus="openwebtext", n_layers=8, d_small=256, d_large=384, n_seeds=3,
-                              n_key_seeds=3, llm_blocks=64, block_size=256, llm_block_size=512),
+                              n_key_seeds=8, llm_blocks=64, block_size=256, llm_block_size=512),
     "card_report": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256, n_random=19),
     "ch07_synthesis": dict(model=_SMOL, corpus="fineweb-edu", tokens=16384, block_size=256),
 }
@@ -277,7 +277,7 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     if spec["rule"] == "Precondition":
         # met, the rule inside decides on the value inside; unmet, the verdict is not comparable (below)
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
-    if spec["rule"] == "AllOf":
+    if spec["rule"] in ("AllOf", "EveryOf"):       # every part must hold either way: its hardest part decides
         return _all_of(chapter, claim, spec, data, smoke, hour, full)
     if spec["rule"] == "NotComparable" or verdict == "not comparable":
         why = spec["params"].get("why") or claim.get("reason") or ""

@@ -20,7 +20,7 @@ from .agreement import (FAMILY_MIN_RHO, SAME_SIGNAL_RHO, Agreement, agreement_ma
                         family_score, percentile_ranks, same_signal_groups, signal_families)
 from .decisions import (ScheduleSettings, ch03_settings, phase_overlap, schedule_decision, width_decision,
                         width_distance)
-from .depth import edge_importance, layer_importance, resample_depth
+from .depth import edge_contrasts, edge_importance, layer_importance, resample_depth
 from .profile import LayerProfile, layer_profile
 from .pruning import (PruningTest, card_measurements, decisive_test, interior_layers, one_shot, position_null,
                       random_set_null)
@@ -30,7 +30,8 @@ from .verdicts import book_claims, verdict_counts, verdict_table
 __all__ = ["FAMILY_MIN_RHO", "SAME_SIGNAL_RHO", "same_signal_groups", "layer_importance", "interior_layers",
            "position_null", "Agreement", "agreement_matrix", "disputed_layers", "family_score", "percentile_ranks",
            "signal_families", "ScheduleSettings", "ch03_settings", "phase_overlap", "schedule_decision",
-           "width_decision", "width_distance", "edge_importance", "resample_depth", "LayerProfile", "layer_profile",
+           "width_decision", "width_distance", "edge_importance", "edge_contrasts", "resample_depth", "LayerProfile",
+           "layer_profile",
            "PruningTest", "card_measurements", "decisive_test", "one_shot", "random_set_null", "KINDS", "Signal",
            "SignalTable", "card_signals", "chapter_signals", "collect", "book_claims", "verdict_counts",
            "verdict_table"]

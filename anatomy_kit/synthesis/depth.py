@@ -15,6 +15,12 @@ depth ``ℓ/(L−1)`` (:func:`layer_depth`; 0 = the first layer, 1 = the last). 
   every layer's (exact, L values, ours among them), so ``p`` = (layers at least as important)/L and
   the smallest possible ``p`` is ``1/L`` (1/10 at L = 10: such a model cannot make one edge
   significant, and the verdict says so). Averaging the two edges would let one carry the other.
+- :func:`edge_contrasts`: the paired data of "the edges are the most important layers": for each edge
+  layer (first, last) and each interior layer j (every layer but the two edges), the per-block
+  difference of the loss with the edge skipped and with j skipped, in nats per token (positive: the
+  edge matters more). Blocks are the units, so a model of few layers is judged as firmly as its text
+  allows: ``book.edges_everywhere`` holds for a model when every such difference's interval lies
+  above 0 (an intersection-union test over its 2 (L − 2) contrasts).
 - :func:`resample_depth`: a profile linearly interpolated onto the grid ``linspace(0, 1, n)``, for
   plotting models of different depth on one axis (values only at the models' own layers are
   measurements; the points between are drawn lines, not data).
@@ -35,7 +41,8 @@ from scipy import stats as scipy_stats
 from ..stats import PermutationNull
 from ..validate import AnatomyKitError, check_int
 
-__all__ = ["layer_depth", "importance_percentiles", "edge_importance", "layer_importance", "resample_depth"]
+__all__ = ["layer_depth", "importance_percentiles", "edge_importance", "layer_importance", "edge_contrasts",
+           "resample_depth"]
 
 
 def _profile(name: str, values: Any, min_layers: int) -> np.ndarray:
@@ -107,6 +114,31 @@ def layer_importance(values: Any, layer: int) -> PermutationNull:
     result = PermutationNull(float(pct[i]), math.nan, "greater", int(v.size), int(v.size), "exact",
                              float(pct.mean()), float(pct.std()), float(low), float(high), pct)
     return replace(result, p=result.p_value("greater"))
+
+
+def edge_contrasts(block_nll: Any, block_tokens: Any) -> dict[str, list[float]]:
+    """``{"first − layer j" | "last − layer j": [per-block difference]}`` for every interior layer j (module docstring).
+
+    ``block_nll`` (L, B), L ≥ 3, B ≥ 2: each block's summed NLL with layer ℓ skipped (row ℓ); ``block_tokens``
+    (B,): the tokens each block scores. Each difference is ``(nll[edge, b] − nll[j, b]) / tokens[b]`` (nats per
+    token; the intact model's loss cancels), in block order; keys in layer order, the first layer's first.
+    """
+    try:
+        nll, tokens = np.asarray(block_nll, dtype=float), np.asarray(block_tokens, dtype=float)
+    except (TypeError, ValueError):
+        raise AnatomyKitError("block_nll and block_tokens must hold numbers") from None
+    if nll.ndim != 2 or nll.shape[0] < 3 or nll.shape[1] < 2:
+        raise AnatomyKitError(f"block_nll has shape {nll.shape}; expected (L, B) with L ≥ 3 layers (two edges and an "
+                              "interior) and B ≥ 2 blocks")
+    if tokens.shape != (nll.shape[1],) or not np.isfinite(tokens).all() or (tokens < 1).any():
+        raise AnatomyKitError(f"block_tokens must be {nll.shape[1]} token counts ≥ 1 (one per block), got "
+                              f"{tokens.tolist()}")
+    if not np.isfinite(nll).all():
+        raise AnatomyKitError("block_nll holds non-finite values")
+    per_token = nll / tokens
+    last = nll.shape[0] - 1
+    return {f"{name} − layer {j}": (per_token[edge] - per_token[j]).tolist()
+            for name, edge in (("first", 0), ("last", last)) for j in range(1, last)}
 
 
 def resample_depth(values: Any, n_points: int) -> np.ndarray:

@@ -11,6 +11,10 @@ For every decoder layer ℓ of a model the kit's ablation code supports (Hugging
   of the layer's input and output residual states, from one forward pass
   (:func:`anatomy_kit.card.signals.signal_pass`, the report card's).
 
+With them, the paired data behind the causal signal: each evaluation block's summed NLL with each
+layer skipped (``skip_block_nll``, (L, B)) and the tokens it scores (``block_tokens``, (B,)), so chapter 7
+can compare two layers of one model block by block (:func:`anatomy_kit.synthesis.depth.edge_contrasts`).
+
 Chapters 3, 5 and 6 save the profile of the model they trained in their metrics
 (``"layer_profile"``); chapter 7 (*Synthesis*) compares them with SmolLM2's by relative depth
 (:mod:`anatomy_kit.synthesis.depth`) and never retrains.
@@ -45,7 +49,9 @@ class LayerProfile:
     ``skip_delta_pct``: ΔPPL % when the layer is skipped (positive = the layer helps);
     ``skip_low``, ``skip_high``: its 95 % t interval paired over blocks; ``block_influence``:
     1 − mean cosine of the layer's input and output states; ``n_tokens``: scored tokens;
-    ``baseline_ppl``: the intact model's perplexity on them. Arrays are read-only; two profiles
+    ``baseline_ppl``: the intact model's perplexity on them. ``skip_block_nll`` (L, B) and
+    ``block_tokens`` (B,), B ≥ 2: each block's summed NLL with each layer skipped and its scored
+    tokens (``None`` in profiles saved before they were recorded). Arrays are read-only; two profiles
     are equal when their :meth:`to_dict` are.
     """
 
@@ -57,6 +63,8 @@ class LayerProfile:
     skip_low: np.ndarray
     skip_high: np.ndarray
     block_influence: np.ndarray
+    skip_block_nll: np.ndarray | None = None
+    block_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():
@@ -80,6 +88,28 @@ class LayerProfile:
         if (self.skip_low > self.skip_high).any():
             raise AnatomyKitError(f"skip_low must not exceed skip_high; layers "
                                   f"{np.flatnonzero(self.skip_low > self.skip_high).tolist()} do")
+        self._check_blocks(n)
+
+    def _check_blocks(self, n: int) -> None:
+        """``skip_block_nll`` (L, B) and ``block_tokens`` (B,): both or neither, finite, B ≥ 2, tokens ≥ 1."""
+        nll, tokens = self.skip_block_nll, self.block_tokens
+        if nll is None and tokens is None:
+            return
+        if nll is None or tokens is None:
+            raise AnatomyKitError("skip_block_nll and block_tokens come together (the paired data per block): "
+                                  f"got {'skip_block_nll' if tokens is None else 'block_tokens'} alone")
+        try:
+            nll, tokens = np.array(nll, dtype=float), np.array(tokens, dtype=float)
+        except (TypeError, ValueError):
+            raise AnatomyKitError("skip_block_nll and block_tokens must hold numbers") from None
+        if nll.ndim != 2 or nll.shape[0] != n or nll.shape[1] < 2 or tokens.shape != (nll.shape[1],):
+            raise AnatomyKitError(f"skip_block_nll has shape {nll.shape} and block_tokens {tokens.shape}; expected "
+                                  f"({n}, B) and (B,) with B ≥ 2 blocks")
+        if not (np.isfinite(nll).all() and np.isfinite(tokens).all()) or (tokens < 1).any():
+            raise AnatomyKitError("skip_block_nll must be finite and block_tokens finite counts ≥ 1")
+        for name, arr in (("skip_block_nll", nll), ("block_tokens", tokens)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
 
     @property
     def depth(self) -> np.ndarray:
@@ -91,6 +121,9 @@ class LayerProfile:
         out = {"label": self.label, "n_layers": int(self.n_layers), "n_tokens": int(self.n_tokens),
                "baseline_ppl": float(self.baseline_ppl)}
         out.update({name: [float(x) for x in getattr(self, name)] for name in _ARRAYS})
+        if self.skip_block_nll is not None:
+            out["skip_block_nll"] = self.skip_block_nll.tolist()
+            out["block_tokens"] = [int(x) for x in self.block_tokens]
         out["depth"] = self.depth.tolist()
         return out
 
@@ -103,7 +136,8 @@ class LayerProfile:
         if missing:
             raise AnatomyKitError(f"the layer profile dict lacks {missing}; keys present: {sorted(d)}")
         return cls(label=d["label"], n_layers=d["n_layers"], n_tokens=d["n_tokens"],
-                   baseline_ppl=float(d["baseline_ppl"]), **{k: d[k] for k in _ARRAYS})
+                   baseline_ppl=float(d["baseline_ppl"]), **{k: d[k] for k in _ARRAYS},
+                   skip_block_nll=d.get("skip_block_nll"), block_tokens=d.get("block_tokens"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LayerProfile) and self.to_dict() == other.to_dict()
@@ -170,4 +204,5 @@ def layer_profile(model: nn.Module, blocks: torch.Tensor, *, batch_size: int = 4
                         baseline_ppl=float(amap.baseline_ppl), skip_delta_pct=amap.delta_pct,
                         skip_low=np.array([intervals[l].low for l in layers]),
                         skip_high=np.array([intervals[l].high for l in layers]),
-                        block_influence=cheap_signals(totals)["block_influence"])
+                        block_influence=cheap_signals(totals)["block_influence"],
+                        skip_block_nll=amap.block_nll, block_tokens=amap.block_targets)

@@ -42,16 +42,16 @@ from ..validate import AnatomyKitError
 from .decision import _g, shorten
 from .registry import Design, Match, RuleRegistry, fingerprint, rule_registry, rule_spec, standing
 from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstruction, Close, Decision, DifferenceSign,
-                    Equivalent, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
+                    Equivalent, EveryOf, IntervalAbove, IntervalBelow, IntervalContains, Magnitude, NotComparable, RankAtMost,
                     RankCorrelation, Precondition, Condition, SetOverlap, paper_value)
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim",
+           "BeyondNull", "AllOf", "EveryOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim",
            "claims_table", "explanation", "paper_value"]
 
 RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, IntervalAbove, IntervalContains, "
-              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, Precondition, NotComparable or "
+              "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, EveryOf, Precondition, NotComparable or "
               "ByConstruction")
 
 

@@ -7,6 +7,8 @@
   (``Requires``, one numeric condition, is its spelling in rules registered before it);
 - ``OnePartPerSignal``: an ``AllOf`` whose parts are signals, where signals that are one ranking in
   two names (groups the chapter finds by a rule declared with it) count as one part;
+- ``EveryOf``: a claim about every member (every model): each part one member, and the claim holds
+  only if every member does, is refuted if any member is, and is otherwise undecided;
 - ``NotComparable``: our setting cannot test the claim; the one-sentence reason is shown;
 - ``ByConstruction``: the claim (or a part) holds because of how the experiment is built; shown as
   "holds by construction" with the reason, never counted towards "reproduced".
@@ -71,6 +73,63 @@ class AllOf:
                       for sub, v, q in tested_parts(d))
         return Decision(combine_verdicts(verdicts), reason, interval, null,
                         shorten(f"{len(done)} part{'s' * (len(done) != 1)}: {counts}"), near, p=p, parts=parts)
+
+
+EVERY_TEXT = ("A claim about every member: reproduced only if every part is reproduced; not reproduced if any "
+              "part is contradicted (its rule gives not reproduced or mixed); otherwise not established (not "
+              "comparable if no part can be judged). Each part is one tested part: a part judged on several "
+              "intervals holds only if all of them do, and its p is the largest of theirs (an intersection-union "
+              "test).")
+
+
+def _member_verdict(verdict: str) -> str:
+    """A member's verdict in an :class:`EveryOf`: held, refuted, undecided or not comparable."""
+    if verdict in ("not reproduced", "mixed"):
+        return "not reproduced"
+    if verdict in ("reproduced", "not comparable"):
+        return verdict
+    return "not established"           # partly reproduced, not established, holds by construction
+
+
+@dataclass(frozen=True, init=False)
+class EveryOf(AllOf):
+    """A claim about every member (``EveryOf({member: rule})``, ``ours = {member: value}``): each member is one
+    part, judged by its rule, and counts as one tested part whatever the rule judges inside it (its p: the
+    rule's, the largest p of its intervals). Reproduced only if every member is; not reproduced if any member
+    is contradicted; otherwise not established, never "partly": a claim about every model is not partly true of
+    the models that were judged (:data:`EVERY_TEXT`). Chapter 7's ``book.edges_everywhere``."""
+
+    def describe(self, reference: Mapping) -> str:
+        inner = " ".join(f"({name}) {rule.describe(reference)}" for name, rule in self.parts)
+        return f"Every one of {len(self.parts)} parts: {inner} {EVERY_TEXT}"
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        names = [name for name, _ in self.parts]
+        if not isinstance(ours, Mapping) or sorted(map(str, ours)) != sorted(names):
+            raise AnatomyKitError(f"EveryOf needs ours as a mapping with exactly the parts {names}")
+        ours = {str(k): v for k, v in ours.items()}
+        done = [(name, rule.decide(ours[name], reference)) for name, rule in self.parts]
+        members = [(name, _member_verdict(d.verdict), d) for name, d in done]
+        verdicts = [v for _, v, _ in members]
+        if "not reproduced" in verdicts:
+            verdict = "not reproduced"
+        elif all(v == "reproduced" for v in verdicts):
+            verdict = "reproduced"
+        elif all(v == "not comparable" for v in verdicts):
+            verdict = "not comparable"
+        else:
+            verdict = "not established"
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
+        reason = (f"every part must hold; {verdicts.count('reproduced')} of {len(members)} do: "
+                  + "; ".join(f"{name}: {v} ({d.reason})" for name, v, d in members))
+        interval, null = ("; ".join(f"{n}: {getattr(d, w)}" for n, d in done if getattr(d, w)) or None
+                          for w in ("interval", "null"))
+        failing = [name for name, v, _ in members if v == verdict] if verdict != "reproduced" else []
+        summary = shorten(f"{len(members)} parts: {counts}" + (f"; {verdict}: {', '.join(failing)}"
+                                                                if failing else ""))
+        near = any(d.near_threshold for _, d in done)
+        return Decision(verdict, reason, interval, null, summary, near, p=joint_p([d.p for _, _, d in members]),
+                        parts=tuple((name, v, d.p) for name, v, d in members))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ decide, so a changed threshold changes both. Every rule, by what the claim says:
 - a set of layers matches the paper's: ``SetOverlap`` (it must beat chance: ``null="exchangeable"``
   or ``"edge"``, :mod:`.nulls`);
 - a rank correlation has the paper's sign: ``RankCorrelation``; a statistic beats a null model: ``BeyondNull``;
-- several parts: ``AllOf`` (mixed when some hold and others are contradicted); a precondition first:
+- several parts: ``AllOf`` (mixed when some hold and others are contradicted); a claim about every
+  member: ``EveryOf`` (each member one tested part, all must hold); a precondition first:
   ``Precondition`` (named ``Condition`` s); cannot be tested here: ``NotComparable``; holds because of how the experiment is
   built: ``ByConstruction`` (:mod:`.combine`).
 
@@ -39,7 +40,8 @@ from typing import Any, Mapping
 
 from ..stats import PermutationNull, SpearmanResult, format_p, format_spearman, spearman
 from ..validate import AnatomyKitError, check_choice
-from .combine import AllOf, ByConstruction, Condition, NotComparable, OnePartPerSignal, Precondition, Requires
+from .combine import (AllOf, ByConstruction, Condition, EveryOf, NotComparable, OnePartPerSignal, Precondition,
+                      Requires)
 from .decision import (VERDICT_MEANINGS, VERDICTS, Decision, _brief, _g, _judge_each, _number, _pct, _side, _span,
                        combine_verdicts, monte_carlo_at_alpha, near_threshold, p_near_alpha, paper_value, shorten,
                        unattainable)
@@ -49,7 +51,7 @@ from .sets import SetOverlap
 
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
-           "BeyondNull", "AllOf", "OnePartPerSignal", "NotComparable", "Precondition", "Condition", "Requires",
+           "BeyondNull", "AllOf", "EveryOf", "OnePartPerSignal", "NotComparable", "Precondition", "Condition", "Requires",
            "ByConstruction", "combine_verdicts", "paper_value"]
 
 
