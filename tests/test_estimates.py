@@ -123,7 +123,7 @@ def test_activation_bytes_are_what_autograd_saves(one_torch_thread, precision, m
     else:
         torch.manual_seed(0)
         net = GPT(GPTConfig(vocab_size=V, n_layers=L, d_model=d, n_heads=H, d_ff=w, max_seq_len=T))
-        shape, stats = E.ModelShape(0, L, d, V, w, ffn="gelu", rope=False, norm="layer", norm_readers=(3, 1)), 8
+        shape, stats = E.ModelShape(0, L, d, V, w, ffn="gelu", rope=False, norm="layer"), 8   # q|k|v: one matmul
     bf16 = precision == "bf16"
     per_token = (_saved_bytes_per_token(net, V, 5, T, bf16) - _saved_bytes_per_token(net, V, 2, T, bf16)) / (3 * T)
     a = 2 if bf16 else 4
@@ -274,7 +274,7 @@ def test_chapter_six_hour_trains_the_key_arms_on_the_key_seeds(monkeypatch):
 
     def train(d, steps):
         m = E.ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
-                         norm="layer", norm_readers=(3, 1))
+                         norm="layer")
         return 3 * E.forward_flops(m, steps * r.tokens_per_step, r.block_size)
 
     base = C.hour_estimate("ch06_width_growth")["flops"]

@@ -158,6 +158,18 @@ def test_jobs_share_one_token_stream_per_seed(tmp_path):
     assert {j.chain for j in jobs.values() if j.seed == 4} == {1}
 
 
+def test_the_longest_chains_start_first(tmp_path):
+    jobs = {j.name: j for j in ex.grid_jobs(tiny_recipe(), [3], ex.GridPaths(tmp_path), blocks(30), ms_seeds=[3])}
+    order = [j.name for j in ex._critical_first(list(jobs.values()))]
+
+    def chain(name):                   # its cost plus the costliest chain of runs that start from it, by hand
+        after = [k for k in jobs.values() if name in k.after]
+        return jobs[name].cost + max((chain(k.name) for k in after), default=0.0)
+
+    assert [chain(n) for n in order] == sorted((chain(n) for n in order), reverse=True)
+    assert order.index("ms-stage0-d8-seed3") < order.index("ms-srio-so-stage1-d16-seed3")
+
+
 def test_waves_refuse_a_missing_source(tmp_path):
     job = ex.grid_jobs(tiny_recipe(), [0], ex.GridPaths(tmp_path), blocks(30))[1]
     with pytest.raises(AnatomyKitError, match="which are not in the job list"):

@@ -356,13 +356,17 @@ def test_flop_model_matches_torch_flop_counter_for_every_trainable_set():
         assert counter.get_total_flops() / 8 == cost.step_flops(f, layers, interface), (layers, interface)
 
 
-def test_measure_step_seconds_times_every_set_and_leaves_the_model_alone():
+def test_measure_step_seconds_times_every_set_and_leaves_the_model_alone(monkeypatch):
     model = build_lm(tiny(), 0)
     before = state(model)
     batch = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1))
     sets = {"all": [n for n, _ in model.named_parameters()], "one": ["layers.0.mlp.up.weight"]}
+    built = []
+    real = cost.make_optimizer
+    monkeypatch.setattr(cost, "make_optimizer", lambda params, *a: built.append(list(params)) or real(params, *a))
     out = cost.measure_step_seconds(model, batch, sets, steps=1, repeats=2)
     assert set(out) == {"all", "one"} and all(len(v) == 2 and min(v) > 0 for v in out.values())
+    assert built == [sets["all"], sets["one"]]          # each set steps the kit's AdamW, as the runs do
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # exact: timed on a copy
 
 

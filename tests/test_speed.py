@@ -99,15 +99,36 @@ def test_activation_checkpointing_of_a_hugging_face_model():
             pass
 
 
-def test_the_optimiser_is_fused_on_cuda_and_single_tensor_on_cpu():
+def test_the_optimiser_is_fused_on_every_device_with_weight_decay_on_matrices_only():
     params = dict(build_lm(_cfg(), 0).named_parameters())
-    cpu = speed.make_optimizer(params, 1e-3, (0.9, 0.95), 0.1, torch.device("cpu"))
-    assert cpu.defaults["foreach"] is False and not cpu.defaults["fused"]
-    cuda = speed.make_optimizer(params, 1e-3, (0.9, 0.95), 0.1, torch.device("cuda"))
-    assert cuda.defaults["fused"] is True
-    decay, no_decay = cpu.param_groups
+    for device in ("cpu", "cuda"):
+        opt = speed.make_optimizer(params, 1e-3, (0.9, 0.95), 0.1, torch.device(device))
+        assert opt.defaults["fused"] is True and not opt.defaults["foreach"]
+    decay, no_decay = opt.param_groups
     assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim < 2 for p in no_decay["params"])
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+
+
+def test_the_fused_cpu_step_is_adamw_by_its_formula():
+    """Two steps of make_optimizer's AdamW against the update written out (Loshchilov & Hutter, with bias
+    correction): p ← p·(1 − lr·λ) − lr·m̂/(√v̂ + ε), on a matrix (decayed) and a vector (not)."""
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.nn.Parameter(torch.randn(5, 3, generator=g)), torch.nn.Parameter(torch.randn(3, generator=g))
+    grads = [(torch.randn(5, 3, generator=g), torch.randn(3, generator=g)) for _ in range(2)]
+    lr, (b1, b2), wd, eps = 1e-2, (0.9, 0.95), 0.1, 1e-8
+    opt = speed.make_optimizer({"w": w, "b": b}, lr, (b1, b2), wd, torch.device("cpu"))
+    ref = {"w": [w.detach().double().clone(), 0.0, 0.0, wd], "b": [b.detach().double().clone(), 0.0, 0.0, 0.0]}
+    for t, (gw, gb) in enumerate(grads, start=1):
+        w.grad, b.grad = gw.clone(), gb.clone()
+        opt.step()
+        for name, grad in (("w", gw.double()), ("b", gb.double())):
+            p, m, v, decay = ref[name]
+            m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+            p = p * (1 - lr * decay) - lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps)
+            ref[name] = [p, m, v, decay]
+    # float32 rounds each of the update's ~10 operations by at most u relative; two steps
+    for name, p in (("w", w), ("b", b)):
+        torch.testing.assert_close(p.detach().double(), ref[name][0], rtol=20 * 2.0 ** -24, atol=0)
 
 
 @pytest.fixture

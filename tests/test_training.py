@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 from anatomy_kit.geometry import capture_ffn_clouds
 from anatomy_kit.hf.surgery import clone_layer
 from anatomy_kit.lm import LMConfig, PerLayerWidthLM, build_lm, param_count, train, train_many
+from anatomy_kit.lm.pool import run_in_pool
 from anatomy_kit.lm.train import TrainConfig, batch_indices, load_trained, lr_at
 from anatomy_kit.validate import AnatomyKitError
 
@@ -189,6 +191,46 @@ def test_train_many_in_processes_equals_serial(blocks):
     assert [r.loss_curve for r in serial] == [r.loss_curve for r in parallel]   # exact: the same runs, in workers
     assert [r.final_eval_loss for r in serial] == [r.final_eval_loss for r in parallel]
     assert serial[0].final_eval_loss != serial[1].final_eval_loss and parallel[0].model is None
+
+
+def _mark_after(args: tuple) -> int:
+    """Job ``i``: fail unless the marker files of ``needs`` exist, then (a moment later) write its own."""
+    folder, i, needs = args
+    missing = [j for j in needs if not (folder / f"done-{j}").exists()]
+    if missing:
+        raise AssertionError(f"job {i} started before jobs {missing} finished")
+    time.sleep(0.3)
+    (folder / f"done-{i}").touch()
+    return i
+
+
+def test_a_job_starts_only_after_its_sources_and_bad_orders_are_refused(tmp_path):
+    needs = [(), (0,), (1,), (), (0, 3)]                  # a chain 0 → 1 → 2, and 4 after 0 and 3
+    finished = []
+    run_in_pool(_mark_after, [(tmp_path, i, n) for i, n in enumerate(needs)], 2,
+                lambda i, r: finished.append(r), after=needs)
+    assert sorted(finished) == [0, 1, 2, 3, 4]
+    assert finished.index(2) > finished.index(1) > finished.index(0) and finished.index(4) > finished.index(3)
+    with pytest.raises(AssertionError, match=r"job 7 started before jobs \[9\] finished"):   # a job's own error
+        run_in_pool(_mark_after, [(tmp_path, 6, ()), (tmp_path, 7, (9,))], 2, print)
+    run_in_pool(_mark_after, [], 2, print)                                                 # nothing to do
+    with pytest.raises(AnatomyKitError, match="wait for each other in a cycle"):
+        run_in_pool(_mark_after, [(tmp_path, 0, ()), (tmp_path, 1, ())], 2, print, after=[(1,), (0,)])
+    with pytest.raises(AnatomyKitError, match=r"after\[0\] names \[0\]"):
+        run_in_pool(_mark_after, [(tmp_path, 0, ())], 2, print, after=[(0,)])
+    with pytest.raises(AnatomyKitError, match="after has 1 entries for 2 jobs"):
+        run_in_pool(_mark_after, [(tmp_path, 0, ()), (tmp_path, 1, ())], 2, print, after=[()])
+
+
+def test_train_many_runs_a_job_after_its_source_in_workers_and_serially(blocks, tmp_path):
+    tr, ev = blocks
+    jobs = [(tiny(), cfg(steps=4, seed=s, checkpoint_dir=str(tmp_path / f"{p}-{s}"), desc=f"seed {s}"))
+            for p in ("serial", "pool") for s in (0, 1)]
+    serial = train_many(jobs[:2], tr, ev, processes=1, verbose=False, after=[(1,), ()])   # job 1 runs first
+    pooled = train_many(jobs[2:], tr, ev, processes=2, verbose=False, after=[(1,), ()])
+    assert [r.final_eval_loss for r in serial] == [r.final_eval_loss for r in pooled]
+    with pytest.raises(AnatomyKitError, match="starts after job 1, which shard 0/2 does not run"):
+        train_many(jobs[:2], tr, ev, processes=1, verbose=False, shard="0/2", after=[(1,), ()])
 
 
 def test_frozen_parameters_do_not_change_bitwise(blocks):

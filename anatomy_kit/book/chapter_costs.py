@@ -138,7 +138,7 @@ def _ch06(s: dict | None) -> Estimate:
 
     def shape(d: int) -> ModelShape:
         return ModelShape(float(R.param_count(r.config(d))), r.n_layers, d, r.vocab_size, ffn="gelu", rope=False,
-                          norm="layer", norm_readers=(3, 1))
+                          norm="layer")                   # one q|k|v matmul and fc1 read the two norms
 
     def train(d: int, steps: int) -> float:
         return 3 * forward_flops(shape(d), steps * tps, T)

@@ -230,10 +230,10 @@ def load_full_states(model: nn.Module, opt: torch.optim.Optimizer, model_state: 
                      ctx: Distributed, names: list[str]) -> None:
     """Load full states (from a checkpoint every rank has read) into ``model`` and ``opt``.
 
-    The optimiser keeps *its own* implementation flags (``fused``, ``foreach``, …: those this device
-    was given by :func:`~anatomy_kit.lm.speed.make_optimizer`), not the saved ones that
-    ``load_state_dict`` would bring back: a CPU checkpoint resumed on a GPU runs fused, a GPU one
-    resumed on a CPU runs the bit-reproducible single-tensor path.
+    The optimiser keeps *its own* implementation flags (``fused``, ``foreach``, …: those
+    :func:`~anatomy_kit.lm.speed.make_optimizer` gave it), not the saved ones that
+    ``load_state_dict`` would bring back: a checkpoint written by another implementation (an
+    older single-tensor CPU run) resumes with this one's.
     """
     opt_state = with_live_flags(opt_state, opt)
     if not ctx.fsdp:

@@ -15,7 +15,64 @@ from .model import LMConfig, build_lm
 from .shards import Shard, current_shard
 from .train import TrainConfig, TrainResult, train
 
-__all__ = ["train_many", "as_job"]
+__all__ = ["train_many", "as_job", "run_in_pool"]
+
+
+def _ready(waiting: list[int], after: list[frozenset[int]], finished: set[int]) -> list[int]:
+    """The waiting jobs whose sources have all finished, in list order."""
+    return [i for i in waiting if after[i] <= finished]
+
+
+def _check_after(after: list | None, n: int) -> list[frozenset[int]]:
+    """``after`` as one set of indices per job (none: no job waits); refuses a bad index or a cycle."""
+    if after is None:
+        return [frozenset()] * n
+    if len(after) != n:
+        raise AnatomyKitError(f"after has {len(after)} entries for {n} jobs; give one tuple of job indices per job")
+    sets = []
+    for i, a in enumerate(after):
+        bad = [j for j in a if not isinstance(j, int) or not 0 <= j < n or j == i]
+        if bad:
+            raise AnatomyKitError(f"after[{i}] names {bad}: give indices of other jobs, in [0, {n})")
+        sets.append(frozenset(a))
+    waiting, finished = list(range(n)), set()
+    while waiting:
+        ready = _ready(waiting, sets, finished)
+        if not ready:
+            raise AnatomyKitError(f"jobs {waiting[:8]} wait for each other in a cycle (after)")
+        finished.update(ready)
+        waiting = [i for i in waiting if i not in finished]
+    return sets
+
+
+def run_in_pool(fn: Callable, args: list, processes: int, on_result: Callable[[int, Any], None],
+                after: list | None = None) -> None:
+    """``fn(a)`` for every ``a`` of ``args`` in up to ``processes`` fresh ("spawn") worker interpreters, calling
+    ``on_result(i, result)`` as each finishes (in the order they finish).
+
+    ``after[i]``: the indices of the jobs that must finish before job ``i`` starts (default: none).
+    The workers get at most ``processes`` jobs at a time, the first ready one in list order next,
+    so the order of ``args`` is the priority. An error is raised once the running jobs are done.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    processes = check_int("processes", processes, minimum=1)
+    sets = _check_after(after, len(args))
+    if not args:
+        return
+    waiting, finished, running = list(range(len(args))), set(), {}
+    # "spawn": a fresh interpreter per worker; forking a process whose OpenMP threads have run can hang.
+    with ProcessPoolExecutor(max_workers=min(processes, len(args)), mp_context=mp.get_context("spawn")) as pool:
+        while waiting or running:
+            for i in _ready(waiting, sets, finished)[: processes - len(running)]:
+                waiting.remove(i)
+                running[pool.submit(fn, args[i])] = i
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                on_result(i, fut.result())
+                finished.add(i)
 
 
 def _train_worker(args: tuple) -> TrainResult:
@@ -50,7 +107,8 @@ def _cpu_count() -> int:
 
 def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch.Tensor,
                *, processes: int | None = None, threads_per_process: int = 1,
-               verbose: bool = True, shard: str | Shard | None = None) -> list[TrainResult | None]:
+               verbose: bool = True, shard: str | Shard | None = None,
+               after: list[tuple[int, ...]] | None = None) -> list[TrainResult | None]:
     """Run independent :func:`~anatomy_kit.lm.train.train` calls side by side in worker processes (chapter 5).
 
     Each job is ``(builder, TrainConfig[, trainable])`` (see :func:`as_job`): the builder makes the
@@ -69,6 +127,11 @@ def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch
     ``shard`` (``"i/n"``, default ``$ANATOMY_KIT_SHARD``; :mod:`.shards`) runs only the jobs at
     positions ``k`` with ``k mod n == i`` and returns ``None`` in the other places: one machine's
     share of a grid whose jobs checkpoint into a shared folder.
+
+    ``after[k]``: the positions of the jobs that must finish before job ``k`` starts (a run that
+    starts from another's checkpoint: chapter 6's grown models); a job starts as soon as its own
+    sources have finished, earlier positions first (:func:`run_in_pool`). A shard must hold every
+    source of its jobs.
     """
     if not jobs:
         return []
@@ -83,27 +146,43 @@ def train_many(jobs: list[tuple], train_blocks: torch.Tensor, eval_blocks: torch
         print(f"shard {part}: {len(mine)} of {len(jobs)} runs (positions {mine[:8]}{'…' if len(mine) > 8 else ''})",
               flush=True)
     work = [(k, (jobs[k][0], train_blocks, eval_blocks, jobs[k][1], threads, jobs[k][2])) for k in mine]
+    work_after = _local_after(_check_after(after, len(jobs)), mine, part)
     results: list[TrainResult | None] = [None] * len(jobs)
-    if processes == 1 or len(work) <= 1:
-        before = torch.get_num_threads()
-        try:
-            for k, args in work:
-                results[k] = _train_worker(args)
-                _report(verbose, results, k, jobs, len(work))
-        finally:
-            torch.set_num_threads(before)
-        return results
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # "spawn": a fresh interpreter per worker; forking a process whose OpenMP threads have run can hang.
-    with ProcessPoolExecutor(max_workers=min(processes, len(work)), mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_train_worker, args): k for k, args in work}
-        for fut in as_completed(futures):
-            k = futures[fut]
-            results[k] = fut.result()
-            _report(verbose, results, k, jobs, len(work))
+    def done(i: int, result: TrainResult) -> None:
+        k = work[i][0]
+        results[k] = result
+        _report(verbose, results, k, jobs, len(work))
+
+    if processes == 1 or len(work) <= 1:
+        _run_here(_train_worker, [args for _, args in work], done, work_after)
+    else:
+        run_in_pool(_train_worker, [args for _, args in work], processes, done, after=work_after)
     return results
+
+
+def _local_after(sources: list[frozenset[int]], mine: list[int], part) -> list[tuple[int, ...]]:
+    """``after`` in the positions of ``mine`` (this shard's jobs); refuses a source that another shard runs."""
+    index = {k: i for i, k in enumerate(mine)}
+    outside = sorted((k, j) for k in mine for j in sources[k] if j not in index)
+    if outside:
+        raise AnatomyKitError(f"job {outside[0][0]} starts after job {outside[0][1]}, which shard {part} does not "
+                              "run; shard a grid so that each shard holds whole chains")
+    return [tuple(index[j] for j in sources[k]) for k in mine]
+
+
+def _run_here(fn: Callable, args: list, on_result: Callable[[int, Any], None], after: list) -> None:
+    """:func:`run_in_pool` in this process, one job at a time (the torch thread count restored afterwards)."""
+    before = torch.get_num_threads()
+    sets, waiting, finished = _check_after(after, len(args)), list(range(len(args))), set()
+    try:
+        while waiting:
+            i = _ready(waiting, sets, finished)[0]
+            waiting.remove(i)
+            on_result(i, fn(args[i]))
+            finished.add(i)
+    finally:
+        torch.set_num_threads(before)
 
 
 def _report(verbose: bool, results: list, k: int, jobs: list, n_work: int) -> None:

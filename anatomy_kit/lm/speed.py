@@ -7,9 +7,9 @@ optimiser, activation checkpointing, and how fast a run went against the device'
 - :func:`native_bf16`, :func:`training_precision`: bf16 autocast only where the GPU computes bf16
   natively (compute capability ≥ 8.0: A100, H100, L4, …); elsewhere (V100, T4) and on a CPU the
   kit trains in float32 (no fp16 loss scaling: one code path, and exact where it runs);
-- :func:`make_optimizer`: AdamW, decoupled weight decay on matrices only; ``fused=True`` on CUDA
-  (one kernel for every parameter), the single-tensor path on a CPU (bit-reproducible, and as fast
-  for small models);
+- :func:`make_optimizer`: AdamW, decoupled weight decay on matrices only, ``fused=True`` (one
+  kernel per parameter on a CPU, one for every parameter on CUDA; elementwise, so a CPU run is
+  bit-reproducible whatever its thread count);
 - :func:`activation_checkpointing`: recompute each decoder layer's activations in the backward
   pass instead of keeping them (:class:`~anatomy_kit.lm.model.PerLayerWidthLM`, or a Hugging Face
   model's ``gradient_checkpointing_enable``): about a third more compute for far less memory;
@@ -183,14 +183,13 @@ def free_memory(device: torch.device | str) -> int | None:
 
 def make_optimizer(params: dict[str, nn.Parameter], lr: float, betas: tuple[float, float], weight_decay: float,
                    device: torch.device) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices (``ndim ≥ 2``) only; fused on CUDA, single-tensor on CPU."""
+    """AdamW with weight decay on matrices (``ndim ≥ 2``) only; the fused implementation on every device."""
     decay = [p for p in params.values() if p.ndim >= 2]
     no_decay = [p for p in params.values() if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if device.type == "cuda":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), fused=True)
-    # foreach=False: the single-tensor path is bit-reproducible and, for small models on CPU, as fast.
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), foreach=False)
+    # fused: one kernel per parameter (on a CPU about four times faster than the single-tensor loop for
+    # the chapters' small models); elementwise, so bit-reproducible whatever the thread count
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), fused=True)
 
 
 @contextmanager

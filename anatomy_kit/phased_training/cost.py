@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..lm.model import LMConfig
+from ..lm.speed import make_optimizer
 from ..lm.train import logits_of
 from ..validate import AnatomyKitError, check_int
 from .phases import GrowthSchedule
@@ -126,7 +127,7 @@ def _one_step(model: nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor)
 
 def measure_step_seconds(model: nn.Module, batch: torch.Tensor, trainable: Mapping[str, Sequence[str]], *,
                          steps: int = 3, repeats: int = 3, warmup: int = 1) -> dict[str, list[float]]:
-    """Seconds per optimiser step (forward, backward, AdamW) for each named trainable set.
+    """Seconds per optimiser step (forward, backward, the kit's AdamW as the runs use it) for each named trainable set.
 
     ``trainable``: ``{label: parameter names}``; ``batch``: token ids ``(B, T+1)``. Works on a deep
     copy of ``model``. Each repeat times ``steps`` steps of every set, the sets in a rotated order, so
@@ -143,7 +144,7 @@ def measure_step_seconds(model: nn.Module, batch: torch.Tensor, trainable: Mappi
         unknown = sorted(set(names) - set(named))
         if unknown or not names:
             raise AnatomyKitError(f"trainable set {label!r} names unknown or no parameters: {unknown[:3]}")
-        opts[label] = (set(names), torch.optim.AdamW([named[n] for n in names], lr=1e-3, foreach=False))
+        opts[label] = (set(names), make_optimizer({n: named[n] for n in names}, 1e-3, (0.9, 0.95), 0.1, batch.device))
     labels, out = list(trainable), {label: [] for label in trainable}
     for r in range(repeats + check_int("warmup", warmup, minimum=0)):
         for label in labels[r % len(labels):] + labels[: r % len(labels)]:

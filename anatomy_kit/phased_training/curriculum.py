@@ -34,6 +34,7 @@ from ..hf.layers import decoder_layers
 from ..hf.surgery import clone_layer, layer_parameter_names
 from ..jsonio import read_json, write_json
 from ..lm.model import LMConfig, build_lm
+from ..lm.pool import run_in_pool
 from ..lm.train import TrainConfig, TrainResult, train
 from ..progress import progress_line
 from ..validate import AnatomyKitError, check_int, check_positive
@@ -248,7 +249,8 @@ def run_many(jobs: list[GrowthJob], train_blocks: Any, eval_blocks: Any, *, proc
     """Run independent schedules side by side in worker processes; results in job order (chapter 3).
 
     As :func:`anatomy_kit.lm.train_many`: ``processes=1`` runs here; otherwise fresh ("spawn")
-    interpreters with ``threads_per_process`` torch threads each. Weights stay in the checkpoints.
+    interpreters with ``threads_per_process`` torch threads each
+    (:func:`anatomy_kit.lm.pool.run_in_pool`). Weights stay in the checkpoints.
     """
     if not all(isinstance(j, GrowthJob) for j in jobs):
         raise AnatomyKitError("run_many takes a list of GrowthJob")
@@ -270,13 +272,11 @@ def run_many(jobs: list[GrowthJob], train_blocks: Any, eval_blocks: Any, *, proc
         finally:
             torch.set_num_threads(before)
         return out
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     results: list[GrowthResult | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_worker, a): i for i, a in enumerate(args)}
-        for k, fut in enumerate(as_completed(futures), 1):
-            results[futures[fut]] = fut.result()
-            say(k, results[futures[fut]])
+
+    def done(i: int, result: GrowthResult) -> None:
+        results[i] = result
+        say(sum(r is not None for r in results), result)
+
+    run_in_pool(_worker, args, processes, done)
     return results  # type: ignore[return-value]

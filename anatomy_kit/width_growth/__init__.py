@@ -9,7 +9,8 @@
 - :mod:`.hf_grow` – the same operators on a Hugging Face Llama (RMSNorm, GQA, SwiGLU);
 - :mod:`.recipe` – the grid's fixed part, its conditions, token budgets from parameter counts;
 - :mod:`.starts` – fresh, grown (cached on disk) and trained starting points of the runs;
-- :mod:`.experiment` – train small → grow → continue, paired seeds, multi-stage, in waves;
+- :mod:`.experiment` – train small → grow → continue, paired seeds, multi-stage, each run once
+  its source has finished;
 - :mod:`.results` – reading the grid: final losses, curves around growth, paired orderings;
 - :mod:`.diagnostics` – dead singular directions and effective rank of output projections, spikes;
 - :mod:`.hf_probe` – perplexity of a grown pretrained Llama across gates and ε.

@@ -2,13 +2,14 @@
 
 Chapter 6, *Growing the residual stream*. :func:`grid_jobs` lists every training run of a
 :class:`~anatomy_kit.width_growth.recipe.GrowthRecipe` as a :class:`GrowthJob` (a builder, a
-``TrainConfig``, the runs it starts from); :func:`run_jobs` trains them in dependency waves, each
-wave one :func:`anatomy_kit.lm.train_many` call (runs side by side in worker processes), every run
-into its own checkpoint folder under ``root``, so a rerun resumes and a finished grid only
-collects. The key arms (``recipe.key_arms``) may train on more seeds than the others (``key_seeds``,
-:func:`arm_seeds`). Runs of one seed share the small model and read one token stream: the small run reads
-positions ``0 … steps_small``, its grown continuations go on from there (``data_start``), and the
-cold start reads the whole stream from 0, so grown and cold runs see the same tokens.
+``TrainConfig``, the runs it starts from); :func:`run_jobs` trains them in one
+:func:`anatomy_kit.lm.train_many` call (runs side by side in worker processes), each run as soon as
+the runs it starts from have finished, every run into its own checkpoint folder under ``root``, so
+a rerun resumes and a finished grid only collects. The key arms (``recipe.key_arms``) may train on
+more seeds than the others (``key_seeds``, :func:`arm_seeds`). Runs of one seed share the small
+model and read one token stream: the small run reads positions ``0 … steps_small``, its grown
+continuations go on from there (``data_start``), and the cold start reads the whole stream from 0,
+so grown and cold runs see the same tokens.
 
 Sharding (``$ANATOMY_KIT_SHARD=i/n``, :mod:`anatomy_kit.lm.shards`) is by seed: shard ``i`` trains
 whole chains (small model, its continuations, its cold start, its multi-stage chain) of the seeds
@@ -195,9 +196,24 @@ def waves(jobs: list[GrowthJob]) -> list[list[GrowthJob]]:
     return [sorted((j for j in jobs if level[j.name] == k), key=lambda j: -j.cost) for k in range(n)]
 
 
+def _critical_first(jobs: list[GrowthJob]) -> list[GrowthJob]:
+    """Jobs by the cost of the longest chain they start (their own cost plus their longest chain of
+    dependants), longest first: the chains that would finish last start first."""
+    after = {j.name: [k for k in jobs if j.name in k.after] for j in jobs}
+    chain: dict[str, float] = {}
+
+    def rank(job: GrowthJob) -> float:
+        if job.name not in chain:
+            chain[job.name] = job.cost + max((rank(k) for k in after[job.name]), default=0.0)
+        return chain[job.name]
+
+    return sorted(jobs, key=lambda j: -rank(j))
+
+
 def run_jobs(jobs: list[GrowthJob], train_blocks, eval_blocks, *, processes: int = 1, shard: str | None = None,
              verbose: bool = True) -> dict[str, TrainResult]:
-    """Train ``jobs`` wave by wave with :func:`~anatomy_kit.lm.train_many`; results by run name.
+    """Train ``jobs`` with :func:`~anatomy_kit.lm.train_many`, each as soon as its sources have finished
+    (the longest chains first, :func:`waves` checking that every source is there); results by run name.
 
     Under a shard (``shard`` or ``$ANATOMY_KIT_SHARD``) only this shard's chains train and only
     their results are returned; an unsharded call over the same folders collects everything.
@@ -207,9 +223,9 @@ def run_jobs(jobs: list[GrowthJob], train_blocks, eval_blocks, *, processes: int
     mine = [j for j in jobs if part is None or part.owns(j.chain)]
     if part is not None and verbose:
         print(f"shard {part}: {len(mine)} of {len(jobs)} runs (whole seed chains)", flush=True)
-    out: dict[str, TrainResult] = {}
-    for wave in waves(mine):
-        results = train_many([(j.build, j.config) for j in wave], train_blocks, eval_blocks, processes=processes,
-                             verbose=verbose, shard="")
-        out.update({j.name: r for j, r in zip(wave, results)})
-    return out
+    waves(mine)                                   # refuses a job whose source is not in the list
+    order = _critical_first(mine)
+    position = {j.name: i for i, j in enumerate(order)}
+    results = train_many([(j.build, j.config) for j in order], train_blocks, eval_blocks, processes=processes,
+                         verbose=verbose, shard="", after=[tuple(position[a] for a in j.after) for j in order])
+    return {j.name: r for j, r in zip(order, results)}
