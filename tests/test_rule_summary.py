@@ -52,6 +52,7 @@ def battery():
               (R.Requires(R.Magnitude(), 0.5, LONG), {"precondition": 0.1, "value": 1.0}, REF),
               (R.Requires(R.Magnitude(), 0.5, "R²"), {"precondition": 0.9, "value": 100.0}, REF),
               (R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), many, REF),
+              (R.EveryOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), many, REF),
               (R.OnePartPerSignal(R.AllOf({f"{LONG}{i}": R.IntervalBelow(0.0) for i in range(6)}), LONG, 0.95),
                {"groups": [[f"{LONG}{i}" for i in range(3)], [f"{LONG}{i}" for i in range(3, 6)]],
                 "value": many}, REF)]

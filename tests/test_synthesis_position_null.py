@@ -83,7 +83,9 @@ def test_the_position_null_measures_interior_sets_and_reuses_the_store(built, to
 
 def test_a_99_set_null_can_reach_0_01_and_19_sets_cannot_reach_0_04():
     best = pruning_mod.random_set_null(1.0, [2.0 + i for i in range(99)], k=3, exact=False)
-    assert best.p == pytest.approx(0.01) and BeyondNull("less", alpha=0.01).decide(best, {}).verdict == "reproduced"
+    assert best.p == pytest.approx(0.01) and BeyondNull("less", alpha=0.05).decide(best, {}).verdict == "reproduced"
+    # a Monte Carlo p exactly at α decides nothing (the next draw could move it either side)
+    assert BeyondNull("less", alpha=0.01).decide(best, {}).verdict == "not established"
     few = pruning_mod.random_set_null(1.0, [2.0 + i for i in range(19)], k=3, exact=False)
     assert BeyondNull("less", alpha=0.04).decide(few, {}).verdict == "not comparable"   # floor 1/20
 
