@@ -32,7 +32,7 @@ DEVICES = ("auto", "cpu", "cuda")
 #: were frozen) and, once the registry's freeze declares it, ``confirmatory`` (its plan's seeds and text).
 PHASES = ("exploratory", "confirmatory")
 #: The phase a run takes when its ``phase`` parameter is ``None``.
-DEFAULT_PHASE = "exploratory"
+DEFAULT_PHASE = "confirmatory"
 #: Parameters that change how a run goes, never what it measures: setting them keeps a run on its plan.
 NEUTRAL_PARAMETERS = ("device", "build_dir", "processes", "n_jobs")
 
@@ -60,6 +60,14 @@ class Run:
         """A short hash of everything that determines the results."""
         d = {k: v for k, v in asdict(self).items() if k not in ("build_dir", "started", "device", "overrides")}
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    @property
+    def text_split(self) -> str:
+        """The evaluation text of this run's phase: ``"standard"`` (exploratory) or ``"held-out"`` (confirmatory;
+        :mod:`anatomy_kit.data.blocks`). Every chapter passes it to ``token_blocks``, ``bpe_tokenizer`` and the card."""
+        from ..data.blocks import text_split_of
+
+        return text_split_of(self.phase)
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())

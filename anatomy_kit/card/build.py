@@ -113,7 +113,7 @@ def _agreement(cheap: dict, causal: dict | None, settings: CardSettings) -> tupl
 
 def _text(tokenizer, corpus: str, settings: CardSettings):
     return card_text(tokenizer, corpus, block_size=settings.block_size, n_eval=settings.n_eval_blocks,
-                     n_calibration=settings.n_calibration_blocks)
+                     n_calibration=settings.n_calibration_blocks, split=settings.text_split)
 
 
 def build_card(model, *, tokenizer=None, corpus: str = "python-docs", settings: CardSettings | None = None,

@@ -56,10 +56,10 @@ def heal_blocks(tokenizer, text: CardText, *, steps: int, batch_size: int) -> tu
     sizes = dict(block_size=text.block_size, n_eval=int(text.eval_blocks.shape[0]))
     n_card = int(text.calibration_blocks.shape[0])
     try:
-        blocks = card_text(tokenizer, text.corpus, **sizes,
+        blocks = card_text(tokenizer, text.corpus, **sizes, split=text.split,
                            n_calibration=max(n_card, steps * batch_size)).calibration_blocks
     except CorpusTooShort:          # a short calibration half: all of it (the steps then repeat blocks)
-        blocks = card_text(tokenizer, text.corpus, **sizes,
+        blocks = card_text(tokenizer, text.corpus, **sizes, split=text.split,
                            n_calibration=max(n_card, text.available_calibration)).calibration_blocks
     n = int(blocks.shape[0])
     fresh = "each step a fresh batch" if n >= steps * batch_size else f"repeated after {n // batch_size} steps"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from ..data.blocks import TEXT_SPLITS
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .errors import PruneDepthTooLarge
 from .signals import SIGNAL_DEFINITIONS
@@ -56,7 +57,8 @@ class CardSettings:
     a fifth more perplexity from removing one layer, which no reader would call "changes little".
     ``angular_tokens`` (``"all"`` or PruneMe's ``"last"``) and ``update_norm`` (``"ratio_of_sums"`` or
     ``"mean_of_ratios"``): which definition the card ranks and prunes by (:mod:`.signals`); the other
-    is recorded beside it.
+    is recorded beside it. ``text_split``: which documents are evaluation text (``"standard"``: a hash half;
+    ``"held-out"``: the held-out documents, the book's confirmatory run; :mod:`.text`).
     """
 
     tokens: int = 1024
@@ -74,6 +76,7 @@ class CardSettings:
     harm_pct: float = 20.0
     angular_tokens: str = "all"
     update_norm: str = "ratio_of_sums"
+    text_split: str = "standard"
 
     def validate(self) -> "CardSettings":
         check_int("block_size", self.block_size, minimum=8)
@@ -92,6 +95,7 @@ class CardSettings:
         check_positive("harm_pct", self.harm_pct)
         for name, allowed in SIGNAL_DEFINITIONS.items():
             check_choice(name, getattr(self, name), allowed)
+        check_choice("text_split", self.text_split, TEXT_SPLITS)
         if not 0 < self.confidence < 1:
             raise AnatomyKitError(f"confidence={self.confidence!r} must lie strictly between 0 and 1")
         return self

@@ -10,7 +10,9 @@
 
 Documents are split in two halves by a stable hash of their id (:func:`anatomy_kit.data.token_blocks`
 with ``eval_percent=50``): evaluation blocks from one half, calibration blocks (where greedy removal
-chooses its layers) from the other, so the two never share a document. The sha256 of the token ids
+chooses its layers) from the other, so the two never share a document. With ``split="held-out"`` (the
+book's confirmatory run) the evaluation blocks come from the held-out documents
+(:data:`anatomy_kit.data.HELD_OUT_BUCKETS`) and the calibration blocks from every other document. The sha256 of the token ids
 of both goes into the card's provenance and cache key. Used by the book page *Your model's report card*.
 """
 
@@ -24,10 +26,10 @@ from pathlib import Path
 
 import torch
 
-from ..data import corpus_sha256, token_blocks
+from ..data import TEXT_SPLITS, corpus_sha256, token_blocks
 from ..data.corpora import hub_stream, load_corpus
 from ..manifest import corpus_entries
-from ..validate import AnatomyKitError
+from ..validate import AnatomyKitError, check_choice
 from .errors import CorpusTooShort
 
 __all__ = ["CardText", "card_text", "corpus_kind", "read_documents"]
@@ -48,6 +50,7 @@ class CardText:
     text_sha256: str | None   # of the documents read (manifest corpora: the manifest's checksum)
     available_eval: int
     available_calibration: int
+    split: str = "standard"   # which documents are evaluation text (anatomy_kit.data.TEXT_SPLITS)
 
     @property
     def block_size(self) -> int:
@@ -152,8 +155,10 @@ def read_documents(corpus: str, tokens_needed: int) -> tuple[str, list[str], lis
     return kind, ids, docs, corpus_sha256(docs)
 
 
-def card_text(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibration: int) -> CardText:
+def card_text(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibration: int,
+              split: str = "standard") -> CardText:
     """Evaluation and calibration blocks of ``corpus`` (module docstring); too little text is :class:`CorpusTooShort`."""
+    check_choice("split", split, TEXT_SPLITS)
     kind, ids, docs, digest = read_documents(corpus, (n_eval + n_calibration) * block_size)
     if not docs:
         raise CorpusTooShort(f"corpus {corpus!r} holds no text; the card needs {(n_eval + n_calibration) * block_size:,} "
@@ -161,7 +166,7 @@ def card_text(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibra
     dataset = {"id": ids, "text": docs}
     try:
         blocks = token_blocks(tokenizer, dataset, block_size=block_size, n_train=n_calibration, n_eval=n_eval,
-                              eval_percent=50, name=corpus)
+                              eval_percent=50, name=corpus, split=split)
     except AnatomyKitError as err:
         found = _SHORT.search(str(err))
         if found is None:
@@ -176,4 +181,4 @@ def card_text(tokenizer, corpus: str, *, block_size: int, n_eval: int, n_calibra
                              "--tokens / --calibration-tokens or give a longer corpus") from None
     return CardText(corpus=corpus, kind=kind, eval_blocks=blocks.eval, calibration_blocks=blocks.train,
                     text_sha256=digest, available_eval=blocks.available_eval,
-                    available_calibration=blocks.available_train)
+                    available_calibration=blocks.available_train, split=split)

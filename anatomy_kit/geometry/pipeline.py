@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..data import token_blocks
+from ..data import TEXT_SPLITS, token_blocks
 from ..hf.models import load_model
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .clouds import SAMPLINGS, capture_ffn_clouds
@@ -41,12 +41,14 @@ class WorkSettings:
     n_draws: int = 1
     n_jobs: int = 1
     seed: int = 0
+    text_split: str = "standard"     # which documents are evaluation text (anatomy_kit.data.TEXT_SPLITS)
 
     def validate(self) -> "WorkSettings":
         for name in ("n_blocks", "block_size", "n_tokens", "batch_size", "sensitivity_blocks", "n_draws", "n_jobs"):
             check_int(name, getattr(self, name), minimum=1)
         check_int("seed", self.seed, minimum=0)
         check_choice("sampling", self.sampling, SAMPLINGS)
+        check_choice("text_split", self.text_split, TEXT_SPLITS)
         check_positive("noise_scale", self.noise_scale)
         if not 0 < self.radius < 1:
             raise AnatomyKitError(f"radius={self.radius} must lie in (0, 1): the Poincaré ball is the open unit ball")
@@ -68,7 +70,8 @@ def measure_work(name: str, settings: WorkSettings, out: str | Path, *, device: 
     t0 = time.time()
     loaded = load_model(name, device=device)
     print(loaded.description)
-    blocks = token_blocks(loaded.tokenizer, s.corpus, block_size=s.block_size, n_train=0, n_eval=s.n_blocks)
+    blocks = token_blocks(loaded.tokenizer, s.corpus, block_size=s.block_size, n_train=0, n_eval=s.n_blocks,
+                          split=s.text_split)
     print(blocks.describe())
     clouds = capture_ffn_clouds(loaded.model, blocks.eval, n_tokens=s.n_tokens, sampling=s.sampling, seed=s.seed,
                                 batch_size=s.batch_size)
