@@ -12,6 +12,7 @@ import pytest
 from anatomy_kit import stats
 from anatomy_kit.validate import AnatomyKitError
 from anatomy_kit.verdicts import registry as REG
+from anatomy_kit.verdicts import specs as SPECS
 from anatomy_kit.verdicts.claims import Claim
 from anatomy_kit.verdicts.combine import (AllOf, ByConstruction, Condition, EveryOf, NotComparable,
                                          OnePartPerSignal, Precondition, Requires)
@@ -85,7 +86,7 @@ def test_build_rule_inverts_rule_spec_for_every_rule_class(rule):
 
 
 def test_every_rule_class_is_in_the_round_trip():
-    classes = {name for name, cls in REG._rule_classes().items() if callable(getattr(cls, "decide", None))}
+    classes = {name for name, cls in SPECS._rule_classes().items() if callable(getattr(cls, "decide", None))}
     assert classes == {type(r).__name__ for r in EVERY_RULE}
 
 
@@ -427,8 +428,8 @@ def test_a_wrapper_declared_with_conditions_round_trips_and_fingerprints_as_its_
         def describe(self, reference):
             return self.rule.describe(reference)
 
-    classes = {**REG._rule_classes(), "Condition": Condition, "Wrapper": Wrapper}
-    monkeypatch.setattr(REG, "_rule_classes", lambda: classes)
+    classes = {**SPECS._rule_classes(), "Condition": Condition, "Wrapper": Wrapper}
+    monkeypatch.setattr(SPECS, "_rule_classes", lambda: classes)
     w = Wrapper(CORE, Condition("model size", "at least 128M parameters", 1.28e8), Condition("corpus", "OpenWebText"))
     assert REG.build_rule(json.loads(json.dumps(REG.rule_spec(w)))) == w
     reworded = Wrapper(CORE, Condition("model size", "128M or more", 1.28e8), Condition("corpus", "the paper's"))

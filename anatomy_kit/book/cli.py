@@ -35,7 +35,10 @@ def _param(text: str) -> tuple[str, object]:
         return name, value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (``card``'s options come from :mod:`anatomy_kit.card.cli`)."""
+    from ..card.cli import add_card_parser
+
     parser = argparse.ArgumentParser(prog="python -m anatomy_kit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,9 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     snap = sub.add_parser("exploratory-snapshot", help="write data_manifest/exploratory.yaml from an exploratory "
                           "smoke build (once, before the freeze)")
     snap.add_argument("--build-dir", type=Path, default=None, help="default: build/ in the repository")
-    from ..card.cli import add_card_parser, run_card
-
     add_card_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..card.cli import run_card
+
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "card":

@@ -28,18 +28,21 @@ end (a ratio whose denominator's interval reaches 0) carries no spread that more
 to a finite end: its row is not modelled and says so. A **primary** claim must survive Holm's
 correction over its family's tested parts (:mod:`anatomy_kit.verdicts.multiplicity`): its units are
 counted at the level α / m (Holm's worst step), m read from the frozen registry.
+
+This module builds the rows and renders the table; the spread of an interval is read in
+:mod:`anatomy_kit.book.power_spread`, what a rule decides (its boundaries, the distance at which its verdict
+changes, a primary's family) in :mod:`anatomy_kit.book.power_rules`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats as _sps
-
 from ..validate import AnatomyKitError, check_choice
 from ..verdicts import power as P
+from .power_rules import _boundaries, _decides_at, _deciding_distance, _family_size
+from .power_spread import _infinite_end, _intervals, scale_of, spread
 
 __all__ = ["UNITS", "FULL_UNITS", "DECIDED", "PowerRow", "power_rows", "power_frame", "power_markdown",
            "decidable_at", "ASSUMPTIONS", "power_view", "markdown_table", "COLUMNS", "spread", "scale_of",
@@ -101,106 +104,6 @@ class PowerRow:
     decidable: str
     needed_n: int | None = None
     hour_n: int | None = None
-
-
-def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def _infinite_end(iv: dict) -> bool:
-    """An interval stored with an end that is infinite (JSON keeps ``±inf`` as ``null``; a finite mean and an end
-    that is ``null`` or infinite)."""
-    ends = [iv.get("low"), iv.get("high")]
-    return _number(iv.get("mean")) is not None and any(
-        e is None or (isinstance(e, float) and math.isinf(e)) for e in ends)
-
-
-def _intervals(data: Any) -> list[tuple[str, dict]]:
-    """``[(name, interval dict)]`` of a claim's data: one interval, or a mapping of them."""
-    if isinstance(data, dict) and "low" in data and "n" in data:
-        return [("", data)]
-    if isinstance(data, dict):
-        return [(str(k), v) for k, v in data.items() if isinstance(v, dict) and "low" in v and "n" in v]
-    return []
-
-
-def _paper(claim: dict, key: str | None) -> float | None:
-    paper = claim.get("paper")
-    if isinstance(paper, dict) and key is not None:
-        paper = paper.get(key)
-    return _number(paper)
-
-
-def _boundaries(spec: dict, claim: dict) -> tuple[list[float], str, str] | None:
-    """``(boundaries, what, method)`` of a rule that decides by an interval's side, else ``None``."""
-    rule, p = spec["rule"], spec["params"]
-    method = p.get("method") if p.get("method") in P.METHODS else "t"
-    if rule in ("IntervalBelow", "IntervalAbove"):
-        return [float(p["threshold"])], f"interval vs {p['threshold']:g}", method
-    if rule == "DifferenceSign":
-        return [0.0], "sign of the paired difference", method
-    if rule == "Equivalent":
-        v, m = float(p.get("value", 0.0)), float(p["margin"])
-        return [v - m, v + m], f"equivalence within ±{m:g}", method
-    if rule == "IntervalContains":
-        return [float(p.get("value", 0.0))], f"interval contains {p.get('value', 0.0):g}", method
-    paper = _paper(claim, p.get("key"))
-    if paper is None or paper == 0:
-        return None
-    if rule == "Magnitude":
-        f, g = float(p["within_factor"]), float(p["partly_factor"])
-        return [paper / f, paper * f, paper / g, paper * g], f"within a factor {f:g} of the paper's {paper:g}", "t"
-    if rule == "Close":
-        bands = []
-        if p.get("abs_tol") is not None:
-            bands += [paper - p["abs_tol"], paper + p["abs_tol"]]
-        if p.get("rel_tol") is not None:
-            bands += [paper * (1 - p["rel_tol"]), paper * (1 + p["rel_tol"])]
-        if p.get("partly_factor") is not None:
-            bands += [paper / p["partly_factor"], paper * p["partly_factor"]]
-        return (bands, f"close to the paper's {paper:g}", "t") if bands else None
-    return None
-
-
-#: the scales an interval may be symmetric on: the statistic, its log, log(1 + x/100) of a percent change
-_TRANSFORMS = ((lambda x: x, lambda y: y),
-               (lambda x: math.log(x) if x > 0 else None, math.exp),
-               (lambda x: math.log1p(x / 100) if x > -100 else None, lambda y: 100 * math.expm1(y)))
-
-
-def scale_of(iv: dict) -> tuple[Any, Any]:
-    """``(forward, inverse)`` of the scale on which the interval ``iv`` is most symmetric."""
-    mean, low, high = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high"))
-    best, chosen = None, _TRANSFORMS[0]
-    for fwd, inv in _TRANSFORMS:
-        vals = [fwd(v) if v is not None else 0.0 for v in (mean, low, high)]
-        if None in vals or mean is None:
-            continue
-        m, lo, hi = vals
-        asym = abs((hi - m) - (m - lo)) / (hi - lo) if low is not None and high is not None and hi > lo else 0.0
-        if best is None or asym < best - 1e-9:
-            best, chosen = asym, (fwd, inv)
-    return chosen
-
-
-def spread(iv: dict, boundaries: list[float], confidence: float,
-            scale: tuple[Any, Any] | None = None) -> tuple[float, float, int, tuple] | None:
-    """``(distance to the nearest boundary, per-unit sd, n, (centre, forward, inverse))`` on the scale where
-    the interval is most symmetric (or on ``scale``); ``None`` without a usable interval."""
-    mean, low, high, n = _number(iv.get("mean")), _number(iv.get("low")), _number(iv.get("high")), iv.get("n")
-    if mean is None or not isinstance(n, int) or n < 2 or (low is None and high is None):
-        return None
-    fwd, inv = scale or scale_of(iv)
-    m, lo, hi = fwd(mean), fwd(low) if low is not None else None, fwd(high) if high is not None else None
-    bs = [b for b in (fwd(b) for b in boundaries) if b is not None]
-    if m is None or not bs or (low is not None and lo is None) or (high is not None and hi is None):
-        return None
-    b = min(bs, key=lambda v: abs(v - m))
-    h = (hi - m) if (b > m and hi is not None) or lo is None else (m - lo)
-    if h <= 0:
-        return None
-    t = _sps.t.ppf(1 - (1 - confidence) / 2, n - 1)
-    return abs(b - m), h * math.sqrt(n) / t, n, (m, fwd, inv)
 
 
 def _unit_count(chapter: str, sizes: dict, smoke_n: int) -> tuple[str, str, float] | None:
@@ -266,17 +169,43 @@ def _all_of(chapter: str, claim: dict, spec: dict, data: Any, smoke: dict, hour:
                     f"{worst.decides}", worst.needed, worst.hour_gives, worst.decidable, worst.needed_n, worst.hour_n)
 
 
-def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> PowerRow:
-    cid, verdict, spec = claim["id"], claim["verdict"], claim.get("rule_spec") or {"rule": "?", "params": {}}
-    same = _same_setting(hour, full)
-    data = claim.get("ours_data")
+def _inner_rule(spec: dict, data: Any) -> tuple[str, dict, Any]:
+    """``(what the precondition needs, the rule that decides, its data)``: the rule a ``Requires`` or
+    ``Precondition`` wraps, on the value inside, else ``spec`` and ``data`` themselves."""
     precondition = ""
     if spec["rule"] == "Requires":
         precondition = f"needs {spec['params'].get('what', 'a precondition')} ≥ {spec['params'].get('minimum')}; "
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
     if spec["rule"] == "Precondition":
-        # met, the rule inside decides on the value inside; unmet, the verdict is not comparable (below)
+        # met, the rule inside decides on the value inside; unmet, the verdict is not comparable (in _row)
         spec, data = spec["params"]["rule"], (data or {}).get("value") if isinstance(data, dict) else None
+    return precondition, spec, data
+
+
+def _hardest(chapter: str, claim: dict, spec: dict, data: Any, boundaries: list[float], method: str,
+             confidence: float, level: float, smoke: dict) -> tuple | None:
+    """``(name, units needed, units needed if the spread doubles, sd, n, unit, scale)`` of the claim's interval
+    that needs the most units at the level ``level``; ``None`` if no interval has a usable spread."""
+    worst = None
+    for name, iv in _intervals(data):
+        got = spread(iv, boundaries, confidence)
+        if got is None:
+            continue
+        d, sd, n, scale = got
+        d = _deciding_distance(spec, claim, scale, confidence, method, d)
+        unit = _unit_count(chapter, smoke, n)
+        need = P.units_needed(d, sd, method=method, confidence=level, max_n=100_000)
+        need2 = P.units_needed(d, 2 * sd, method=method, confidence=level, max_n=100_000)
+        key = (need is None, need or 0)
+        if worst is None or key > worst[0]:
+            worst = (key, name, need, need2, sd, n, unit, scale)
+    return None if worst is None else worst[1:]
+
+
+def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> PowerRow:
+    cid, verdict, spec = claim["id"], claim["verdict"], claim.get("rule_spec") or {"rule": "?", "params": {}}
+    same = _same_setting(hour, full)
+    precondition, spec, data = _inner_rule(spec, claim.get("ours_data"))
     if spec["rule"] in ("AllOf", "EveryOf"):       # every part must hold either way: its hardest part decides
         return _all_of(chapter, claim, spec, data, smoke, hour, full)
     if spec["rule"] == "NotComparable" or verdict == "not comparable":
@@ -299,22 +228,10 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     never = [name or "the estimate" for name, iv in _intervals(data) if not _decides_at(spec, claim, iv, confidence)]
     if never:
         return PowerRow(cid, verdict, f"{what}; {', '.join(never)}: {NEVER}", "—", "—", "never")
-    worst = None
-    for name, iv in _intervals(data):
-        got = spread(iv, boundaries, confidence)
-        if got is None:
-            continue
-        d, sd, n, scale = got
-        d = _deciding_distance(spec, claim, scale, confidence, method, d)
-        unit = _unit_count(chapter, smoke, n)
-        need = P.units_needed(d, sd, method=method, confidence=level, max_n=100_000)
-        need2 = P.units_needed(d, 2 * sd, method=method, confidence=level, max_n=100_000)
-        key = (need is None, need or 0)
-        if worst is None or key > worst[0]:
-            worst = (key, name, need, need2, sd, n, unit, scale)
+    worst = _hardest(chapter, claim, spec, data, boundaries, method, confidence, level, smoke)
     if worst is None:
         return PowerRow(cid, verdict, f"{what} (no interval with n in the metrics)", "—", "—", "not modelled")
-    _, name, need, need2, sd, n, unit, (m, fwd, inv) = worst
+    name, need, need2, sd, n, unit, (m, fwd, inv) = worst
     label = f"{what}, {method} over {unit[1] if unit else 'units'}" + (f" (hardest: {name})" if name else "")
     if m_family:
         label += f"; a primary: at α / {m_family} (Holm over its family's {m_family} tested parts)"
@@ -341,95 +258,6 @@ def _row(chapter: str, claim: dict, smoke: dict, hour: dict, full: dict) -> Powe
     else:
         ok = "no"
     return PowerRow(cid, verdict, f"{precondition}{label}", needed, gives, ok, need, hn)
-
-
-def _reference(claim: dict) -> dict:
-    """The claim's paper entry as a rule reads it (``{"value": ...}``): report.json's ``paper`` dict, or a
-    :meth:`Claim.to_dict`'s value with its unit."""
-    paper = claim.get("paper")
-    return dict(paper) if isinstance(paper, dict) and "value" in paper else {"value": paper, "unit": claim.get("unit")}
-
-
-def _decides_at(spec: dict, claim: dict, iv: dict, confidence: float) -> bool:
-    """Whether the rule decides anything (a verdict other than "not established") on an interval shrunk to the
-    smoke estimate ``iv["mean"]``: a boundary decides only where crossing it decides the rule."""
-    from ..stats import Interval
-    from ..verdicts.registry import build_rule
-
-    mean = _number(iv.get("mean"))
-    if mean is None:
-        return True
-    eps = 1e-9 * max(1.0, abs(mean))
-    method = spec["params"].get("method") if spec["params"].get("method") in P.METHODS else "t"
-    narrow = Interval(mean, mean - eps, mean + eps, 60, eps, 59, confidence, method)   # 60 units: any floor met
-    try:
-        decision = build_rule(spec).decide(narrow, _reference(claim))
-    except AnatomyKitError:
-        return True                       # a rule that cannot judge a bare interval: leave it to the units
-    return decision.verdict != "not established"
-
-
-def _probe(spec: dict, claim: dict, low: float, high: float, confidence: float, method: str) -> str | None:
-    """The rule's verdict on an interval ``[low, high]`` of many units (``None``: the rule cannot judge one)."""
-    from ..stats import Interval
-    from ..verdicts.registry import build_rule
-
-    mean = (low + high) / 2
-    try:
-        return build_rule(spec).decide(Interval(mean, low, high, 60, max(high - low, 1e-12), 59, confidence, method),
-                                       _reference(claim)).verdict
-    except (AnatomyKitError, ValueError, OverflowError):
-        return None
-
-
-def _deciding_distance(spec: dict, claim: dict, scale: tuple, confidence: float, method: str,
-                       nearest: float) -> float:
-    """How far an interval centred on the smoke estimate may reach, on the interval's own scale, before the rule's
-    verdict changes: the half-width the units must get below. Found by widening the interval until the rule
-    says something else (bisection); a boundary whose crossing does not change the verdict (a magnitude's inner
-    band when the outer band decides) does not count. ``nearest`` (the distance to the nearest listed boundary)
-    where the rule cannot be probed."""
-    m, fwd, inv = scale
-    h0 = 1e-9 * max(1.0, abs(m))
-    try:
-        at = _probe(spec, claim, inv(m - h0), inv(m + h0), confidence, method)
-    except (OverflowError, ValueError):
-        return nearest
-    if at is None:
-        return nearest
-
-    def same(h: float) -> bool:
-        try:
-            return _probe(spec, claim, inv(m - h), inv(m + h), confidence, method) == at
-        except (OverflowError, ValueError):
-            return False
-
-    lo, hi = h0, max(nearest, 2 * h0)
-    while same(hi) and hi < 1e6 * max(1.0, abs(m)):
-        lo, hi = hi, 2 * hi
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if same(mid) else (lo, mid)
-    return lo if lo > 0 else nearest
-
-
-def _family_size(claim_id: str) -> int | None:
-    """The number of tested parts of the claim's family's primaries at smoke, from the registry (``None``: the
-    registry does not know the claim or names no test)."""
-    from ..verdicts.designs import part_count
-    from ..verdicts.multiplicity import family
-    from ..verdicts.registry import rule_registry
-
-    registry = rule_registry()
-    m = 0
-    for cid, entry in registry.entries.items():
-        role, forms = entry.current
-        if role == "primary" and family(cid) == family(claim_id) and "smoke" in forms:
-            try:
-                m += part_count(forms["smoke"].design, cid)
-            except AnatomyKitError:
-                m += 1
-    return m or None
 
 
 def power_rows(doc: dict, hour: dict | None = None, full: dict | None = None) -> list[PowerRow]:

@@ -75,7 +75,7 @@ class Run:
                 f"corpus={self.corpus!r}, device={self.device!r}, seed={self.seed}; {sizes}")
 
     def design(self, claim_id: str):
-        """The registered design of ``claim_id`` at this run's scale (:class:`~anatomy_kit.verdicts.registry.Design`):
+        """The registered design of ``claim_id`` at this run's scale (:class:`~anatomy_kit.verdicts.registration.Design`):
         the values the chapter reads (seed counts, null draws, arms, K), whether this run is the registered one
         (``on_plan``) and its phase. A run at the scale's defaults whose sizes differ from the registered design is
         an error: a changed design is an amendment of the registry, never a silent edit of a chapter."""

@@ -17,7 +17,7 @@ claim carries the decision's one-line ``summary`` (≤ 120 characters, for compa
 ``near_threshold`` (a number that decides the verdict lies close to its threshold: another
 machine may flip it). The full list of rules is in :mod:`.rules`.
 
-Every claim's rule, with the run's design (:class:`~.registry.Design`: the registered design at the
+Every claim's rule, with the run's design (:class:`~.registration.Design`: the registered design at the
 run's scale, and whether the run is the registered one), is checked against the registry
 (:mod:`.registry`, ``data_manifest/registry/``) at construction: a rule or design the registry does
 not hold is an error, a bare ``NotComparable`` included. Under an amendment the claim is decided under
@@ -81,7 +81,7 @@ class Claim:
 
     Registry (:mod:`.registry`): ``registry`` is the rule registry to check against (default: the
     installed one; ``None`` only in unit tests of rules: the claim is then ``"unchecked"``);
-    ``design``: the run's :class:`~.registry.Design` of this claim (``Run.design(claim_id)``; ``None``
+    ``design``: the run's :class:`~.registration.Design` of this claim (``Run.design(claim_id)``; ``None``
     only in unit tests: any registered scale's form may match). ``role`` (``primary`` or ``secondary``)
     and ``phase`` (``confirmatory`` or ``exploratory``) are read from the registry and the design.
     ``registered_ours``: the statistic the registered rule judged, required when the matching
