@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         reproduce(scale=args.scale, device=args.device, build_dir=args.build_dir,
                   chapters=args.chapter, params=dict(args.param))
         if args.command == "book":
-            build_book()
+            build_book(build_dir=args.build_dir)
     except (ChapterFailed, AnatomyKitError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -28,6 +28,7 @@ So a number or a meaning shown on two pages has one source, and every picture co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,10 @@ from ..verdicts.decision import VERDICT_MEANINGS, VERDICTS
 from ..verdicts.statistics_rule import statistics_rule_markdown
 from ..verdicts.tables import badge_html
 
-__all__ = ["GENERATED", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
+#: The environment variable through which the book command names its build folder to the Sphinx extension.
+BUILD_DIR_ENV = "ANATOMY_KIT_BUILD_DIR"
+
+__all__ = ["GENERATED", "BUILD_DIR_ENV", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
            "build_verdicts_markdown", "card_guidance_markdown", "persistence_figure", "setup"]
 
 #: The folder under ``book/`` the generated parts go to.
@@ -215,8 +219,9 @@ def write_generated(book_dir: Path, build_dir: Path | None = None) -> list[Path]
 
 
 def _on_builder_inited(app: Any) -> None:
-    # the book sits beside the build folder (``python -m anatomy_kit book`` builds both there)
-    write_generated(Path(app.srcdir), Path(app.srcdir).parent / "build")
+    # the build folder the book command names (BUILD_DIR_ENV), else build/ beside the book
+    named = os.environ.get(BUILD_DIR_ENV)
+    write_generated(Path(app.srcdir), Path(named) if named else Path(app.srcdir).parent / "build")
 
 
 def setup(app: Any) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..validate import AnatomyKitError, check_choice
 from .chapters import chapter_manifest, project_root
+from .pages import BUILD_DIR_ENV
 from .run import SCALES
 
 
@@ -239,14 +240,18 @@ def render_book(*, build_dir: Path | None = None, book_dir: Path | None = None, 
                 if "wall_seconds" in c} if previous.is_file() else None)
     build_report(build_dir, timings)
     shutil.copy(build_dir / "report.md", book_dir / "chapters" / "report.md")
-    return build_book(book_dir)
+    return build_book(book_dir, build_dir)
 
 
-def build_book(book_dir: Path | None = None) -> Path:
-    """Build the HTML book (Jupyter Book 1.x, warnings as errors); return ``index.html``."""
+def build_book(book_dir: Path | None = None, build_dir: Path | None = None) -> Path:
+    """Build the HTML book (Jupyter Book 1.x, warnings as errors); return ``index.html``. ``build_dir``: the build
+    folder the generated pages read (``report.json``, ``metrics/``; None: ``build/`` beside the book)."""
     book_dir = book_dir or project_root() / "book"
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(book_dir), "--all", "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd, text=True)
+    env = dict(os.environ)
+    if build_dir is not None:
+        env[BUILD_DIR_ENV] = str(Path(build_dir).resolve())
+    proc = subprocess.run(cmd, text=True, env=env)
     if proc.returncode:
         raise ChapterFailed(f"the book build failed (exit {proc.returncode}): {' '.join(cmd)}")
     index = Path(book_dir) / "_build" / "html" / "index.html"
