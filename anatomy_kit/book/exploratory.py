@@ -59,7 +59,8 @@ def write_snapshot(build_dir: str | Path, manifest: str | Path) -> Path:
     report = read_json(Path(build_dir) / "report.json", what="the build's report")
     out = Path(manifest) / FILE
     header = ("# The verdicts of the frozen rules on the exploratory smoke data (anatomy_kit.book.exploratory):\n"
-              "# written by `python -m anatomy_kit exploratory-snapshot` from a build run before the freeze;\n"
+              "# written by `python -m anatomy_kit exploratory-snapshot` from a build of the exploratory data\n"
+              "# (the seeds and text every run used before the freeze) under the rules as frozen;\n"
               "# shown beside the confirmatory verdicts, marked: the rules were written after these data.\n")
     out.write_text(header + yaml.safe_dump(snapshot(report), sort_keys=False, allow_unicode=True, width=110),
                    encoding="utf-8")
