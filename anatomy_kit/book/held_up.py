@@ -27,17 +27,19 @@ def _title(claim: dict) -> str:
 
 
 def held_up_groups(claims: Iterable[dict]) -> dict[str, list[tuple[dict, str]]]:
-    """``{group: [(claim, words)]}``: ``held``, ``held, not claimed`` (a primary that fails Holm), ``did not
-    hold``, ``mixed``, ``cannot decide`` (not established, not comparable, holds by construction) — each claim
-    once, with a few words of why."""
-    groups: dict[str, list[tuple[dict, str]]] = {k: [] for k in
-                                                 ("held", "held, not claimed", "did not hold", "mixed", "cannot decide")}
+    """``{group: [(claim, words)]}``: ``held`` (reproduced), ``partly held`` (partly reproduced), ``held, not
+    claimed`` (a primary that fails Holm), ``did not hold``, ``mixed``, ``cannot decide`` (not established, not
+    comparable, holds by construction) — each claim once, with a few words of why."""
+    groups: dict[str, list[tuple[dict, str]]] = {k: [] for k in ("held", "partly held", "held, not claimed",
+                                                                 "did not hold", "mixed", "cannot decide")}
     for c in claims:
         v, holm, saw = c["verdict"], c.get("holm") or {}, c.get("saw")
         if v in _HOLDS and c.get("role") == "primary" and holm.get("survives") is False:
             groups["held, not claimed"].append((c, f"{v}, but it fails Holm's correction over its family"))
         elif v in _HOLDS:
-            groups["held"].append((c, v + (", a secondary claim" if c.get("role") == "secondary" else "")))
+            groups["held" if v == "reproduced" else "partly held"].append(
+                (c, (c.get("summary") or v if v != "reproduced" else v)
+                 + (", a secondary claim" if c.get("role") == "secondary" else "")))
         elif v == "not reproduced":
             groups["did not hold"].append((c, c.get("summary") or ""))
         elif v == "mixed":
@@ -51,7 +53,7 @@ def held_up_groups(claims: Iterable[dict]) -> dict[str, list[tuple[dict, str]]]:
 
 
 def _lines(groups: dict[str, list[tuple[dict, str]]]) -> list[str]:
-    labels = {"held": "Held", "held, not claimed": "Held here but not claimed", "did not hold": "Did not hold",
+    labels = {"held": "Held", "partly held": "Held in part", "held, not claimed": "Held here but not claimed", "did not hold": "Did not hold",
               "mixed": "Mixed", "cannot decide": "This scale cannot decide"}
     out = []
     for key, items in groups.items():
@@ -77,8 +79,10 @@ def held_up_markdown(chapter_doc: dict | None, chapter_title: str = "") -> str:
             else "confirmatory and exploratory data")
     lines = [":::{admonition} What held up at this scale", ":class: note", ""]
     if papers:
-        held = sum(c["verdict"] in _HOLDS for c in papers)
-        lines += [f"Of the papers' {len(papers)} claims tested here, {held} held on {data}:", ""]
+        held = sum(c["verdict"] == "reproduced" for c in papers)
+        part = sum(c["verdict"] == "partly reproduced" for c in papers)
+        lines += [f"Of the papers' {len(papers)} claims tested here, {held} held"
+                  + (f" and {part} held in part" if part else "") + f" on {data}:", ""]
         lines += _lines(held_up_groups(papers))
     if own:
         lines += ["", f"The book's own {len(own)} question{'s' * (len(own) != 1)} (no paper states them):", ""]
