@@ -431,3 +431,16 @@ def test_precondition_bad_inputs():
     inside = C.AllOf({"gated": gated(C.Magnitude()), "plain": C.Magnitude()})
     assert verdict(inside, {"gated": {"conditions": {"held-out R²": 0.0}, "value": 100.0},
                             "plain": 100.0}) == "partly reproduced"
+
+
+# ------------------------------------------------------------------ a statistic the run could not measure
+def test_an_unmeasured_statistic_is_not_comparable_under_any_rule_with_its_why():
+    from anatomy_kit.verdicts.claims import Unmeasured
+
+    for rule in (C.IntervalAbove(1e6), C.Magnitude(), C.DifferenceSign("negative", method="sign-flip")):
+        c = C.Claim("p1.importance_range", Unmeasured("the text resolves no second effect"), rule, registry=None)
+        assert c.verdict == "not comparable"
+        assert "could not measure the statistic: the text resolves no second effect" in c.reason
+        assert c.to_dict()["ours_data"] == {"unmeasured": "the text resolves no second effect"}
+    with pytest.raises(AnatomyKitError):                   # a stand-in value is still an error, not a verdict
+        C.IntervalAbove(1e6).decide(None, {"value": 1e6})

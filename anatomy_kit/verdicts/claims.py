@@ -48,7 +48,7 @@ from .rules import (VERDICT_MEANINGS, VERDICTS, AllOf, BeyondNull, ByConstructio
 __all__ = ["VERDICTS", "VERDICT_MEANINGS", "Decision", "Magnitude", "RankAtMost", "Close", "DifferenceSign",
            "IntervalBelow", "IntervalAbove", "IntervalContains", "Equivalent", "SetOverlap", "RankCorrelation",
            "BeyondNull", "AllOf", "EveryOf", "NotComparable", "Precondition", "Condition", "ByConstruction", "Claim",
-           "claims_table", "explanation", "paper_value"]
+           "claims_table", "explanation", "paper_value", "Unmeasured"]
 
 RULE_NAMES = ("Magnitude, RankAtMost, Close, DifferenceSign, IntervalBelow, IntervalAbove, IntervalContains, "
               "Equivalent, SetOverlap, RankCorrelation, BeyondNull, AllOf, EveryOf, Precondition, NotComparable or "
@@ -229,7 +229,21 @@ def _is_dataclass_rule(rule: Any) -> bool:
     return is_dataclass(rule) and not isinstance(rule, type)
 
 
+@dataclass(frozen=True)
+class Unmeasured:
+    """What a chapter passes as a claim's statistic when its run could not measure it (``why``: what was missing,
+    e.g. "the text resolves no second effect"): any rule then gives "not comparable" with that reason, never an
+    error and never a verdict on a stand-in value."""
+    why: str
+
+    def to_dict(self) -> dict:
+        return {"unmeasured": self.why}
+
+
 def _decide(rule: Any, ours: Any, reference: Mapping) -> Decision:
+    if isinstance(ours, Unmeasured):
+        why = f"this run could not measure the statistic: {ours.why}"
+        return Decision("not comparable", why, summary=shorten(why))
     decision = rule.decide(ours, reference)
     if not isinstance(decision, Decision):
         raise AnatomyKitError(f"{type(rule).__name__}.decide must return a Decision")
