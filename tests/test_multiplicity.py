@@ -158,3 +158,19 @@ def test_all_of_gives_the_largest_part_p_and_none_if_a_part_is_no_test():
     assert got == pytest.approx(max(x.p, sps.ttest_1samp(y, 0.0).pvalue), rel=1e-9)
     mixed = AllOf({"rho": RankCorrelation("positive"), "band": Close(abs_tol=1.0)})
     assert mixed.decide({"rho": x, "band": 0.5}, {"value": 0.0}).p is None
+
+
+def test_a_part_that_contradicts_the_claim_enters_holm_with_p_one():
+    # B's tiny p measures an effect against the paper: it rejects nothing the paper claims. By hand with B at 1:
+    # sorted 0.01·3 = 0.03 (a), 0.02·2 = 0.04 (c), 1·1 (b). Counting B's 1e-10 as a rejection would give a and c
+    # the multipliers 2 and 1 (0.02 and 0.02)
+    claims = [_c("p1.a", "reproduced", 0.01), _c("p1.b", "not reproduced", 1e-10), _c("p1.c", "reproduced", 0.02)]
+    out = holm_by_family(claims)
+    assert out["p1.a"].adjusted == pytest.approx(0.03) and out["p1.c"].adjusted == pytest.approx(0.04)
+    assert out["p1.a"].survives and out["p1.c"].survives
+    assert out["p1.b"].adjusted == pytest.approx(1.0) and out["p1.b"].survives is None
+    # a part of a claim that contradicts enters at 1 as well; its other, supporting part keeps its own p
+    mixed = [_c("p1.a", "reproduced", 0.01),
+             _c("p1.d", "partly reproduced", 0.02, parts=[("x", "reproduced", 0.02), ("y", "not reproduced", 1e-9)])]
+    got = holm_by_family(mixed)
+    assert got["p1.a"].adjusted == pytest.approx(0.03) and got["p1.d"].adjusted == pytest.approx(0.04)

@@ -93,3 +93,18 @@ def test_a_new_prefix_and_near_threshold_claims_are_shown():
 def test_environment_line_names_known_fields_first():
     line = environment_line({"python": ["3.11"], "cpu_capability": ["AVX512"], "threads": [2], "extra": ["x"]})
     assert line == "CPU kernels AVX512 · threads 2 · Python 3.11 · extra x"
+
+
+def test_a_primary_that_fails_holm_is_never_listed_as_holding(tmp_path):
+    from anatomy_kit.book.report import _established_html
+
+    report = _two_chapters(tmp_path)
+    claims = [dict(c) for ch in report["chapters"] for c in ch["claims"]]
+    core = next(c for c in claims if c["id"] == "p1.critical_core")
+    assert core["verdict"] == "reproduced"
+    core.update(role="primary", holm={"survives": False, "adjusted": 0.2})
+    html = _established_html(claims)
+    assert "<em>holds</em>: Layers 8–11" not in html
+    assert "<em>holds here but fails Holm, not claimed</em>: Layers 8–11 are the critical core" in html
+    core.update(holm={"survives": True, "adjusted": 0.01})
+    assert "<em>holds</em>: Layers 8–11 are the critical core" in _established_html(claims)

@@ -232,9 +232,14 @@ def _established_html(claims: list[dict]) -> str:
     """One line per paper: what holds, what does not, what is mixed (by the rules), or nothing."""
     items = []
     for paper in _papers(claims):
-        rows = [claim_row(c) for c in claims if _paper(c["id"]) == paper]
+        mine = [c for c in claims if _paper(c["id"]) == paper]
+        rows = [claim_row(c) for c in mine]
+        # a primary that fails Holm's correction is not claimed: never listed as holding
+        failed = [(c.get("holm") or {}).get("survives") is False and c.get("role") == "primary" for c in mine]
         groups = [("holds", [r.label + (" (partly)" if r.verdict == "partly reproduced" else "")
-                             for r in rows if r.verdict in _HOLDS]),
+                             for r, f in zip(rows, failed) if r.verdict in _HOLDS and not f]),
+                  ("holds here but fails Holm, not claimed",
+                   [r.label for r, f in zip(rows, failed) if r.verdict in _HOLDS and f]),
                   ("does not hold", [r.label for r in rows if r.verdict == "not reproduced"]),
                   ("mixed", [r.label for r in rows if r.verdict == "mixed"])]
         text = "; ".join(f"<em>{name}</em>: {escape(_shortlist(labels))}" for name, labels in groups if labels)

@@ -37,6 +37,8 @@ MAX_PRIMARIES = 3
 #: Why a claim has no p: its rule is no test.
 NO_TEST = "no test: the rule judges a band, a magnitude, a bare interval or a point, not a p-value"
 _POSITIVE = ("reproduced", "partly reproduced")
+#: The verdict of a part whose data contradict the claim: it enters Holm with p = 1 (no rejection of the claim's null).
+CONTRADICTS = "not reproduced"
 
 
 def holm_adjusted(ps: list[float]) -> list[float]:
@@ -111,7 +113,10 @@ def holm_by_family(claims: Iterable[Any], alpha: float = HOLM_ALPHA) -> dict[str
         if len(primaries) > MAX_PRIMARIES:
             raise AnatomyKitError(f"family {fam} names {len(primaries)} primary claims "
                                   f"({', '.join(_get(c, 'id') for c in primaries)}); at most {MAX_PRIMARIES}")
-        tested = [(_get(c, "id"), name, p) for c in primaries for name, _, p in _parts(c) if p is not None]
+        # a part that contradicts the paper enters with p = 1: its p measures the effect against the claim, which is
+        # no rejection of the claim's null, and counting it as one would lower the other parts' multipliers
+        tested = [(_get(c, "id"), name, 1.0 if v == CONTRADICTS else p) for c in primaries
+                  for name, v, p in _parts(c) if p is not None]
         adjusted = dict(zip([(cid, name) for cid, name, _ in tested], holm_adjusted([p for *_, p in tested])))
         m = len(tested)
         for c in members:
