@@ -4,7 +4,7 @@ figure shown too small (tests/test_book.py applies them to every built page)."""
 import pytest
 
 from test_book import (MIN_FIGURE_SCALE, PROGRESS_LINE, STRAY_REPR, _figure_problems, _figure_text_problems,
-                       raw_table_markup, rendered_text_pt, smallest_font_pt)
+                       raw_table_markup, reading_cost, reading_cost_problems, rendered_text_pt, smallest_font_pt)
 
 
 @pytest.mark.parametrize("line", [
@@ -85,3 +85,25 @@ def test_rendered_text_size_by_hand():
     assert _figure_text_problems([(6.5, 100.0, 920)], [(748.0, 920)])[0].startswith("figure 1: its 6.5-pt text")
     # images that do not match the notebook's figures one for one are not measured
     assert not _figure_text_problems([(6.5, 100.0, 920)], [(748.0, 900)])
+
+
+def test_reading_cost_is_screens_of_the_window_and_words():
+    # by hand: 16,000 px at an 800-px window are 20 screens; 12,345 px are 15.43
+    assert reading_cost(1_234, 16_000) == {"words": 1_234, "screens": 20.0}
+    assert abs(reading_cost(10, 12_345)["screens"] - 15.43125) < 1e-12
+    assert reading_cost(10, 12_345, window_height=1_000)["screens"] == 12.345
+    with pytest.raises(ValueError, match="window_height"):
+        reading_cost(10, 100, window_height=0)
+
+
+@pytest.mark.parametrize(("words", "height", "kinds"), [
+    (2_500, 16_000, []),                              # both at the limit: passes
+    (2_499, 15_999, []),                              # just below
+    (2_501, 16_000, ["words"]),                       # one word over
+    (2_500, 16_001, ["screens"]),                     # one pixel over 20 screens
+    (3_000, 24_000, ["words", "screens"]),
+])
+def test_a_chapter_fails_above_twenty_screens_or_2500_unfolded_words(words, height, kinds):
+    problems = reading_cost_problems("ch04", words, height)
+    assert [("words" if "words" in p else "screens") for p in problems] == kinds
+    assert all(p.startswith("ch04: ") for p in problems)

@@ -82,7 +82,9 @@ def _pairing_slip(dx: np.ndarray, dy: np.ndarray, t: np.ndarray) -> float:
     return math.sqrt(float(np.einsum("ijkl,ij,kl->", (dx[:, :, None, None] - dy[None, None]) ** 2, t, t)))
 
 
-@check("check_gw_coupling")
+@check("check_gw_coupling", hint="every pair of pairs counts: compare the distance of i and k in X with that of "
+                                 "j and l in Y, weigh the squared mismatch by how much the coupling sends i to j and "
+                                 "k to l (np.einsum does the sum), and report in the book's convention")
 def check_gw_coupling(gw: Callable) -> str | None:
     """``gw(dx, dy, coupling)`` (two (n, n) distance matrices and a coupling T (n, n) summing to 1) returns the
     distortion (Σ_ijkl (dx_ik − dy_jl)² T_ij T_kl)^½: POT's square-loss objective, then its square root."""
@@ -142,7 +144,9 @@ _POINCARE_SLIPS = {
 }
 
 
-@check("check_poincare")
+@check("check_poincare", hint="place every point at the same distance r from the ball's centre first, along its "
+                              "own direction; then every point has the same norm, and the derivation's distance "
+                              "simplifies")
 def check_poincare(fn: Callable) -> str | None:
     """``fn(points, radius)`` (points (n, d), 0 < radius < 1) returns the (n, n) Poincaré distances of the
     unit vectors placed at that radius, u = r·x/‖x‖: arcosh(1 + 2‖u − v‖²/((1 − ‖u‖²)(1 − ‖v‖²)))."""

@@ -77,7 +77,9 @@ _MU_SLIPS = {
 }
 
 
-@check("check_widths_at")
+@check("check_widths_at", hint="a free layer sits where one more unit of width buys exactly μ: set its marginal "
+                                "benefit equal to μ and solve for the width; a layer the bounds stop keeps the "
+                                "bound")
 def check_widths_at(fn: Callable) -> str | None:
     """``fn(c, a, mu, lower, upper)`` (work c (L,) ≥ 0, exponents a (L,) > 0, the multiplier μ > 0, the bounds)
     returns the widths (L,) where one more unit buys μ: clip((c_ℓ a_ℓ/μ)^(1/(a_ℓ+1)), lower, upper)."""
@@ -122,9 +124,8 @@ def _continuous(widths, multiple, budget):
     return [float(w) for w in widths]
 
 
-@check("check_round_widths", hint="floor every width to a multiple (w // multiple), count the multiples that "
-                                  "are left of the budget, and give one each to the layers with the largest "
-                                  "remainders w / multiple − floor(w / multiple)")
+@check("check_round_widths", hint="flooring every width to a multiple leaves the budget short by a whole number "
+                                  "of multiples; hand them back to the layers that flooring cut the most")
 def check_round_widths(fn: Callable) -> str | None:
     """``fn(widths, multiple, budget)`` → integer widths, multiples of ``multiple``, summing to ``budget``."""
     for widths, multiple, budget in _ROUNDING:
@@ -187,9 +188,9 @@ def _complement(d) -> float:
     return 1.0 - _two_sided(d)
 
 
-@check("check_sign_flip_p", hint="enumerate all 2**n sign patterns (itertools.product((1, -1), repeat=n)), "
-                                 "compute each signed sum, and count the share whose absolute value is at "
-                                 "least the observed |Σ d|; the observed pattern itself counts")
+@check("check_sign_flip_p", hint="under no difference every pattern of signs on your differences is equally "
+                                 "likely: list them all and ask what share gives a sum at least as far from zero "
+                                 "as yours, in either direction")
 def check_sign_flip_p(fn: Callable) -> str | None:
     """``fn(deltas)`` → the exact two-sided sign-flip p of the paired differences ``deltas`` (n ≤ 16)."""
     from ..stats import sign_flip_test

@@ -65,13 +65,16 @@ def _diagnose(R: torch.Tensor, d: int, k: int, eps: float) -> str:
 
 
 def _dense(d: int, k: int, eps: float, *, sign: float = 1.0, unit: bool = True, angle: bool = False,
-           vv: bool = True) -> torch.Tensor:
+           vv: bool = True, swap: bool = False) -> torch.Tensor:
     """R = I + (c − 1)(uuᵀ + vvᵀ) + s(vuᵀ − uvᵀ) and its slips: ``sign`` −1 turns the other way, ``unit``
-    False uses the all-ones vectors unnormalised, ``angle`` takes ε as the angle, ``vv`` False drops vvᵀ."""
+    False uses the all-ones vectors unnormalised, ``angle`` takes ε as the angle, ``vv`` False drops vvᵀ,
+    ``swap`` puts the cosine where the sine goes and the sine where the cosine goes."""
     u, v = _units(d, k)
     if not unit:
         u, v = u * math.sqrt(d), v * math.sqrt(k)
     c, s_ = (math.cos(eps), math.sin(eps)) if angle else (math.sqrt(1 - eps * eps), eps)
+    if swap:
+        c, s_ = s_, c
     return torch.eye(d + k, dtype=torch.float64) + (c - 1) * (torch.outer(u, u) + (torch.outer(v, v) if vv else 0)) \
         + sign * s_ * (torch.outer(v, u) - torch.outer(u, v))
 
@@ -81,10 +84,14 @@ _MATRIX_SLIPS = [
     (dict(unit=False), "u and v are unit vectors: divide the all-ones blocks by √d and √k"),
     (dict(angle=True), "ε is the sine of the angle, s = ε and c = √(1 − ε²), not cos ε and sin ε"),
     (dict(vv=False), "R fixes the plane's length only with (c − 1)(uuᵀ + vvᵀ): yours leaves out vvᵀ"),
+    (dict(swap=True), "cosine and sine are swapped: s = ε is the sine and c = √(1 − ε²) the cosine, so that "
+                      "ε = 0 gives the identity"),
 ]
 
 
-@check("check_rotation_matrix")
+@check("check_rotation_matrix", hint="R moves only the plane of u and v: it turns u towards v by the angle whose "
+                                      "sine is ε and leaves every direction orthogonal to both alone, so build it "
+                                      "from the identity and outer products of u and v")
 def check_rotation_matrix(fn: Callable) -> str | None:
     """``fn(d, k, eps)`` returns the dense (D, D) rotation R = I + (c − 1)(uuᵀ + vvᵀ) + s(vuᵀ − uvᵀ), D = d + k,
     u and v the unit all-ones vectors of the old and the new block, s = ε, c = √(1 − ε²)."""
@@ -140,7 +147,8 @@ def check_rotate_rows(rotate_fn: Callable) -> str | None:
 _SPECTRA = [np.array([3.0, 3.0, 3.0, 3.0]), np.array([5.0, 1.0, 0.2, 0.0]), np.array([2.0, 1.5, 1.0, 0.5, 1e-9])]
 
 
-@check("check_entropy_rank")
+@check("check_entropy_rank", hint="make the singular values a probability distribution, take its entropy, and "
+                                   "ask how many equally likely values would have the same entropy")
 def check_entropy_rank(rank_fn: Callable) -> str | None:
     """``entropy_rank(sigma)`` (1-D array of singular values) → exp(−Σ p log p), p = σ / Σσ."""
     from ..width_growth.diagnostics import entropy_rank
@@ -153,6 +161,9 @@ def check_entropy_rank(rank_fn: Callable) -> str | None:
         p = sigma[sigma > 0] / sigma.sum()
         if math.isclose(got, -(p * np.log(p)).sum(), rel_tol=1e-6):
             return "that is the entropy itself; the effective rank is its exponential, exp(H)"
+        if math.isclose(got, math.exp(-(p * np.log2(p)).sum()), rel_tol=1e-6):
+            return ("you took the entropy in bits (log₂) but raised e to it: use the natural log with exp, "
+                    "or raise 2 to the entropy in bits")
         q = sigma[sigma > 0] ** 2 / (sigma ** 2).sum()
         if math.isclose(got, math.exp(-(q * np.log(q)).sum()), rel_tol=1e-6):
             return "normalise the singular values themselves, p = σ / Σσ, not their squares"
@@ -192,6 +203,11 @@ def _entropy_only(sigma):
     return float(-(p * np.log(p)).sum())
 
 
+def _bits(sigma):
+    p = sigma[sigma > 0] / sigma.sum()
+    return float(np.exp(-(p * np.log2(p)).sum()))
+
+
 def _squared(sigma):
     q = sigma[sigma > 0] ** 2 / (sigma ** 2).sum()
     return float(np.exp(-(q * np.log(q)).sum()))
@@ -207,7 +223,8 @@ def _matrix_slip(**options) -> Callable:
 
 WRONG_ANSWERS = {
     "check_rotation_matrix": [(_matrix_slip(sign=-1.0), "other way"), (_matrix_slip(unit=False), "unit vectors"),
-                              (_matrix_slip(angle=True), "sine of the angle"), (_matrix_slip(vv=False), "vvᵀ")],
+                              (_matrix_slip(angle=True), "sine of the angle"), (_matrix_slip(vv=False), "vvᵀ"),
+                              (_matrix_slip(swap=True), "swapped")],
     "check_rotate_rows": [
         (_rows(_cosine, s_sign=-1.0), "inverse rotation"),
         (_rows(_cosine, swap=True), "swapped"),
@@ -219,6 +236,7 @@ WRONG_ANSWERS = {
     ],
     "check_entropy_rank": [
         (_entropy_only, "exponential"),
+        (_bits, "in bits"),
         (_squared, "not their squares"),
         (lambda s: float((s > 0).sum()), "algebraic rank"),
         (lambda s: float(len(s)), "full rank"),

@@ -57,7 +57,9 @@ _BI_SLIPS = {
 }
 
 
-@check("check_block_influence")
+@check("check_block_influence", hint="Block Influence asks how far a layer turns each token's state: compare "
+                                      "each token's input and output directions, average over the tokens, and "
+                                      "make a layer that changes nothing score 0")
 def check_block_influence(fn: Callable) -> str | None:
     """``fn(h_in, h_out)`` (a layer's input and output states, both (blocks, T, d)) returns Block Influence as a
     float: 1 − the mean over tokens of cos(h_in, h_out), the cosine of each token's two d-dimensional states."""
@@ -175,7 +177,8 @@ def _null() -> tuple[float, np.ndarray]:
     return 38.5, pool
 
 
-@check("check_random_set_p")
+@check("check_random_set_p", hint="count the random sets that do at least as well as ours, and count our own "
+                                   "set among the draws as well, so that the p of a finite sample is never 0")
 def check_random_set_p(random_set_p: Callable) -> str | None:
     """``random_set_p(ppl, random_ppls)`` returns the one-sided Monte Carlo p that a random set of the same size
     does at least as well (PPL ≤ ours, ties count): (1 + #{random ≤ ours}) / (1 + n)."""
