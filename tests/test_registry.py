@@ -450,3 +450,17 @@ def test_a_registered_rule_with_nothing_to_judge_on_this_run_is_not_comparable()
         registered.decide({}, {"value": 0})
     c = Claim("p1.anti_layers", [-1.0, -2.0, -1.5], amended, registered_ours={}, registry=reg)
     assert c.registered_verdict == "not comparable" and "cannot be decided on this run's data" in c.registered_reason
+
+
+def test_a_claim_on_data_no_phase_changes_is_never_confirmatory():
+    # a pretrained model's weights are the same data in both phases: a frozen rule on them confirms nothing
+    entry = _entry(DifferenceSign("negative", method="sign-flip"), {"n_seeds": 8, "arms": ["a", "b"]})
+    reg = _registry({"p1.growth_val_losses": (entry, [])}, freeze=True)
+    d = [-0.1, -0.2, -0.15, -0.3, -0.1, -0.2, -0.25, -0.05]
+    good = REG.Design("p1.growth_val_losses", "smoke", {"n_seeds": 8, "arms": ["a", "b"]}, phase="confirmatory")
+    rule = DifferenceSign("negative", method="sign-flip")
+    fresh = Claim("p1.growth_val_losses", d, rule, registry=reg, design=good)
+    same = Claim("p1.growth_val_losses", d, rule, registry=reg, design=good,
+                 same_data_every_phase="the model's weights")
+    assert (fresh.phase, same.phase) == ("confirmatory", "exploratory")
+    assert same.verdict == fresh.verdict and same.to_dict()["phase"] == "exploratory"

@@ -92,6 +92,9 @@ class Claim:
     ``registered_reason`` (under the registered rule; ``None`` unless amended), ``amended_verdict`` /
     ``amended_reason`` (under the amendment) and ``standing`` (which of the two is ``verdict``);
     ``p``: the deciding test's p-value (``None`` when the rule is no test), for Holm's correction.
+    ``same_data_every_phase``: why this claim's statistic reads the same data in every phase (e.g. a pretrained
+    model's weights, which new seeds and text do not change): its phase is then always ``"exploratory"``, since the
+    rule was written after those very data were seen, and no confirmatory run can confirm it.
     """
     id: str
     ours: Any
@@ -102,6 +105,7 @@ class Claim:
     registered_ours: Any = field(default=UNSET, kw_only=True, repr=False)
     registry: Any = field(default=INSTALLED, kw_only=True, repr=False, compare=False)
     design: Design | None = field(default=None, kw_only=True)
+    same_data_every_phase: str = field(default="", kw_only=True)
     verdict: str = field(init=False)
     reason: str = field(init=False)
     summary: str = field(init=False)
@@ -192,7 +196,8 @@ class Claim:
         frozen = isinstance(registry, RuleRegistry) and registry.freeze is not None
         late = found is not None and found.amendment is not None and found.amendment.seen_before
         ok = (frozen and found is not None and found.status in ("registered", "amended") and not late
-              and self.design is not None and self.design.on_plan and self.design.phase == "confirmatory")
+              and self.design is not None and self.design.on_plan and self.design.phase == "confirmatory"
+              and not self.same_data_every_phase)
         return "confirmatory" if ok else "exploratory"
 
 
