@@ -24,7 +24,7 @@ def test_claims_come_from_rules_not_by_hand(page):
     nb = to_notebook(ROOT / "notebooks" / page)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "LegacyClaim" not in code and "from anatomy_kit.verdicts.claims import Claim" in code
-    assert "claims_view(claims" in code          # the compact table of the verdicts the rules decided
+    assert "evidence_view(run, claims" in code   # the folded Evidence section: the compact claims table
     for word in ('"reproduced"', '"partly reproduced"', '"not reproduced"', '"not comparable"',
                  '"not established"'):
         assert word not in code, f"{page} writes the verdict {word} by hand"

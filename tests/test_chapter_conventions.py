@@ -116,12 +116,13 @@ def exercise_problems(nb, chapter_prefix: str) -> list[str]:
 
 
 def claims_problems(nb) -> list[str]:
-    """A chapter that judges claims (``Claim(``) shows them in its folded Evidence section (``evidence_view``, or
-    the bare ``claims_view``), never as a DataFrame."""
+    """A chapter that judges claims (``Claim(``) shows them in its folded Evidence section
+    (``evidence_view(run, claims)``, which holds the compact claims table) or with ``claims_view``, never as a
+    DataFrame."""
     source = "\n".join(c.source for c in _code(nb))
     if "Claim(" not in source:
         return []
-    shown = "evidence_view(" in source or "claims_view(" in source
+    shown = "claims_view(" in source or "evidence_view(" in source
     problems = [] if shown else ["the claims are not shown with evidence_view(run, claims)"]
     if re.search(r"DataFrame\(\s*claims_table\(", source):
         problems.append("the claims are shown as a DataFrame (too wide for the page); use claims_view(claims)")

@@ -29,6 +29,8 @@ def test_the_evidence_block_holds_every_part_closed():
     assert STATISTICS_RULE_TITLE in html and all(escape(kind) in html for kind, _ in statistics_rule_items())
     assert html.count('<tbody class="ak-claim">') == 2
     assert "Primary claims of this chapter: <code>p1.anti_layers</code>" in html
+    # the two marks of the report's Holm column are explained beside the note on multiplicity
+    assert "marked <em>(fails Holm)</em> and is not claimed" in html and "marked <em>(—)</em>" in html
     assert 'class="dataframe ak-power"' in html and "<p>per-layer</p>" in html
     table = html.split('class="dataframe ak-power"')[1]
     assert len(re.findall(r"<tr[ >]", table)) == 3                            # the header and one row per claim

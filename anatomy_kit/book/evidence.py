@@ -29,7 +29,9 @@ def _multiplicity_html(claims: list[Any]) -> str:
     names = ", ".join(f"<code>{escape(c.id)}</code>" for c in primaries) or "none"
     return (f"<p>Primary claims of this chapter: {names}. Holm's correction runs over each family's primaries "
             f"(at most {MAX_PRIMARIES} a family, α = {HOLM_ALPHA:g}), which may span chapters, so the adjusted p "
-            "of each is on the report page; the p values here are unadjusted. Every other claim is secondary.</p>")
+            "of each is on the report page; the p values here are unadjusted. There a primary claim that holds but "
+            "fails the correction is marked <em>(fails Holm)</em> and is not claimed, and a primary claim that no test "
+            "decided is marked <em>(—)</em>. Every other claim is secondary.</p>")
 
 
 def evidence_html(run: Any, claims: list[Any], *, extra_html: str = "") -> str:

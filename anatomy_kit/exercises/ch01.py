@@ -97,6 +97,7 @@ def _nll_candidates(logits, labels) -> dict[str, float]:
         "no shift": _flat_mean(_token_nlls(logits, labels, shift=0)),
         "backwards": _flat_mean(_token_nlls(logits, labels, shift=-1)),
         "perplexity": math.exp(sum(flat) / len(flat)),
+        "bits": sum(flat) / len(flat) / math.log(2),
     }
 
 
@@ -113,6 +114,7 @@ _NLL_SLIPS = {
     "no shift": "the logits at position t predict the token at t + 1: compare logits[:, :-1] with labels[:, 1:]",
     "backwards": "you shifted the wrong way: logits[:, :-1] (positions 0 … T−2) predict labels[:, 1:]",
     "perplexity": "you returned exp(NLL), the perplexity; return the mean NLL itself in nats per token",
+    "bits": "your NLL is in bits (log base 2); the book measures it in nats, with the natural log",
 }
 
 
@@ -238,6 +240,19 @@ def _in_place(model, layer):
     return new
 
 
+def _t_interval(base, new, n, *, ddof: int = 1):
+    """The paired t interval of ΔPPL %, with the standard deviation's divisor B − ``ddof``."""
+    from scipy import stats
+
+    d = (new - base) / n
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=ddof) / math.sqrt(len(d))
+    return 100 * math.expm1(d.mean() - half), 100 * math.expm1(d.mean() + half)
+
+
+def _population_sd(base, new, n):
+    return _t_interval(base, new, n, ddof=0)
+
+
 def _z_interval(base, new, n):
     d = (new - base) / n
     m, se = d.mean(), d.std(ddof=1) / math.sqrt(len(d))
@@ -279,6 +294,9 @@ _INTERVAL_MISTAKES = [
     (_pooled, "your interval is Student's two-sample (pooled) t, which treats the intact and the changed blocks as "
               "independent samples; pair them instead: one difference d_b per block, then its one-sample t interval"),
     (_no_exp, "your interval is in nats per token times 100; map it through 100·(exp(x) − 1) to get percent"),
+    (_population_sd,
+     "your standard deviation divides by B, the population formula; the sample standard deviation of the d_b "
+     "divides by B − 1 (numpy's std(ddof=1))"),
 ]
 
 def _nll_sum(logits, labels):
@@ -310,13 +328,18 @@ def _nll_perplexity(logits, labels):
     return torch.exp(_right_nll(logits, labels))
 
 
+def _nll_bits(logits, labels):
+    return _right_nll(logits, labels) / math.log(2)
+
+
 WRONG_ANSWERS = {
     "check_next_token_nll": [(_nll_sum, "summed NLL"), (_nll_over_padding, "labelled −100 too"),
                              (_nll_block_means, "weight every scored token equally"),
                              (_nll_no_shift, "predict the token at t + 1"), (_nll_backwards, "wrong way"),
-                             (_nll_perplexity, "the perplexity")],
+                             (_nll_perplexity, "the perplexity"), (_nll_bits, "in bits")],
     "check_neighbour_mean": [(_with_itself, "without layer ℓ itself"), (_edge_halved, "edge layer has one neighbour"),
                              (_no_norms, "norm gains included"), (_in_place, "changed the model's own weights")],
     "check_delta_interval": [(_z_interval, "normal 1.96"), (_welch, "Welch's unpaired t"),
-                             (_pooled, "two-sample (pooled) t"), (_no_exp, "100·(exp(x) − 1)")],
+                             (_pooled, "two-sample (pooled) t"), (_no_exp, "100·(exp(x) − 1)"),
+                             (_population_sd, "population formula")],
 }

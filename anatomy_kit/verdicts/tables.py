@@ -202,6 +202,11 @@ def claim_row(claim: Any) -> ClaimRow:
     ours_unit = "" if own_unit or isinstance(ours, str) or (unit and unit in ours_text) else unit
     if len(unit) > UNIT_CHARS:
         ours_unit = ""
+    # where the rule judges another measure than the paper's (references.yaml ``ours_unit``), ours is labelled
+    # with its own unit and the paper's value keeps the paper's
+    measured = str(ref.get("ours_unit") or "")
+    if measured and not own_unit and not isinstance(ours, str):
+        ours_unit = measured
     return ClaimRow(
         id=str(_get(claim, "id")), label=_label(str(_get(claim, "id")), ref),
         paper=paper_text(ref.get("value")),
