@@ -35,12 +35,15 @@ def test_the_box_counts_the_papers_claims_apart_from_the_books_own_and_says_wher
     doc = {"claims": [_c("p1.l11_rank", "reproduced", "primary", True), _c("p1.r2_gate", "not reproduced"),
                       _c("book.cheap_agree_causal", "reproduced", "primary", True)]}
     text = held_up_markdown(doc)
-    assert text.startswith(":::{admonition} What held up at this scale")
+    assert text.startswith("::::{admonition} What held up at this scale")
     assert "Of the papers' 2 claims tested here, 1 held on confirmatory data" in text
     partly = held_up_markdown({"claims": [_c("p1.l11_rank", "reproduced", "primary", True),
                                           _c("p1.l11_ablation", "partly reproduced")]})
     assert "Of the papers' 2 claims tested here, 1 held and 1 held in part on confirmatory data" in partly
     assert "- **Held in part**: *" in partly
+    # the unfolded lines name the claims; why each landed where it did is folded below them
+    head, folded = partly.split(":::{dropdown} Why, claim by claim")
+    assert "why" not in head.split("Held in part")[1].split("\n")[0] and "(held in part): why" in folded
     assert "The book's own 1 question (no paper states them)" in text
     assert references()["p1.l11_rank"]["title"] in text
     assert provenance()["p1"].split(",")[0] in text and provenance()["book"].split(";")[0] in text

@@ -52,15 +52,20 @@ def held_up_groups(claims: Iterable[dict]) -> dict[str, list[tuple[dict, str]]]:
     return groups
 
 
+_LABELS = {"held": "Held", "partly held": "Held in part", "held, not claimed": "Held here but not claimed",
+           "did not hold": "Did not hold", "mixed": "Mixed", "cannot decide": "This scale cannot decide"}
+
+
 def _lines(groups: dict[str, list[tuple[dict, str]]]) -> list[str]:
-    labels = {"held": "Held", "partly held": "Held in part", "held, not claimed": "Held here but not claimed", "did not hold": "Did not hold",
-              "mixed": "Mixed", "cannot decide": "This scale cannot decide"}
-    out = []
-    for key, items in groups.items():
-        if items:
-            body = "; ".join(f"*{_title(c)}* ({words})" if words else f"*{_title(c)}*" for c, words in items)
-            out.append(f"- **{labels[key]}**: {body}.")
-    return out
+    """One line per group: the claims' titles only (the box stays short on the learner's path)."""
+    return [f"- **{_LABELS[key]}**: " + "; ".join(f"*{_title(c)}*" for c, _ in items) + "."
+            for key, items in groups.items() if items]
+
+
+def _why(groups: dict[str, list[tuple[dict, str]]]) -> list[str]:
+    """The folded part: each claim's few words of why (what the run saw where this scale cannot decide)."""
+    return [f"- *{_title(c)}* ({_LABELS[key].lower()}): {words}" for key, items in groups.items()
+            for c, words in items if words]
 
 
 def held_up_markdown(chapter_doc: dict | None, chapter_title: str = "") -> str:
@@ -77,20 +82,25 @@ def held_up_markdown(chapter_doc: dict | None, chapter_title: str = "") -> str:
     data = ("confirmatory data (seeds and text collected after the rules were frozen)" if phase == {"confirmatory"}
             else "exploratory data (the rules were written after these data had been seen)" if phase == {"exploratory"}
             else "confirmatory and exploratory data")
-    lines = [":::{admonition} What held up at this scale", ":class: note", ""]
+    lines = ["::::{admonition} What held up at this scale", ":class: note", ""]
+    why: list[str] = []
     if papers:
         held = sum(c["verdict"] == "reproduced" for c in papers)
         part = sum(c["verdict"] == "partly reproduced" for c in papers)
         lines += [f"Of the papers' {len(papers)} claims tested here, {held} held"
                   + (f" and {part} held in part" if part else "") + f" on {data}:", ""]
         lines += _lines(held_up_groups(papers))
+        why += _why(held_up_groups(papers))
     if own:
         lines += ["", f"The book's own {len(own)} question{'s' * (len(own) != 1)} (no paper states them):", ""]
         lines += _lines(held_up_groups(own))
+        why += _why(held_up_groups(own))
+    if why:
+        lines += ["", ":::{dropdown} Why, claim by claim", *why, ":::"]
     fams = list(dict.fromkeys(family(c["id"]) for c in claims))
     notes = [provenance()[f] for f in fams if f in provenance()]
     if notes:
         lines += ["", "*Where the papers' numbers come from*: " + " ".join(notes)]
     lines += ["", "The Evidence section at the end of the chapter holds every claim's rule, interval, test and "
-              "power; {doc}`the report <report>` holds every chapter's.", ":::", ""]
+              "power; {doc}`the report <report>` holds every chapter's.", "::::", ""]
     return "\n".join(lines)

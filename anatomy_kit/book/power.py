@@ -285,7 +285,7 @@ def decidable_at(row: PowerRow) -> str:
                                                                                            "not modelled")
 
 
-COLUMNS = {"claim": "claim", "decides": "what decides it", "needed": "needed (if the spread doubles)",
+COLUMNS = {"claim": "claim", "decides": "what decides it", "needed": "needed (spread × 2)",
             "hour_gives": "hour gives", "decidable": "decidable at hour"}
 
 

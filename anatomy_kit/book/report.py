@@ -156,13 +156,15 @@ def _phase_html(counts: dict[str, dict[str, dict[str, int]]], titles: dict[str, 
 
 
 def _primaries_html(rows: list[dict]) -> str:
-    """One line per primary claim: its verdict and Holm's adjusted p within its family."""
+    """One line per primary claim: its verdict and Holm's adjusted p within its family, folded (the paragraph above
+    it counts them, so the summary stays one screen)."""
     items = []
     for r in rows:
         adj = "no tested part" if r["adjusted_p"] is None else f"adjusted p = {r['adjusted_p']:.3g} (m = {r['m']})"
         mark = {True: ", survives", False: ", fails the correction", None: ""}[r["survives"]]
         items.append(f"<li><code>{escape(r['id'])}</code>: {escape(r['verdict'])}; {escape(adj)}{mark}</li>")
-    return f'<ul class="ak-primaries">{"".join(items)}</ul>' if items else ""
+    return (f'<details class="ak-primaries"><summary>Each primary claim with its adjusted p</summary>'
+            f'<ul>{"".join(items)}</ul></details>' if items else "")
 
 
 def _environments(chapters: list[dict]) -> dict[str, list]:
