@@ -42,7 +42,7 @@ def test_the_box_counts_the_papers_claims_apart_from_the_books_own_and_says_wher
     assert "Of the papers' 2 claims tested here, 1 held and 1 held in part on confirmatory data" in partly
     assert "- **Held in part**: *" in partly
     # the unfolded lines name the claims; why each landed where it did is folded below them
-    head, folded = partly.split(":::{dropdown} Why, claim by claim")
+    head, folded = partly.split(":::{dropdown} Why, claim by claim, and where the papers' numbers come from")
     assert "why" not in head.split("Held in part")[1].split("\n")[0] and "(held in part): why" in folded
     assert "The book's own 1 question (no paper states them)" in text
     assert references()["p1.l11_rank"]["title"] in text

@@ -95,12 +95,10 @@ def held_up_markdown(chapter_doc: dict | None, chapter_title: str = "") -> str:
         lines += ["", f"The book's own {len(own)} question{'s' * (len(own) != 1)} (no paper states them):", ""]
         lines += _lines(held_up_groups(own))
         why += _why(held_up_groups(own))
-    if why:
-        lines += ["", ":::{dropdown} Why, claim by claim", *why, ":::"]
     fams = list(dict.fromkeys(family(c["id"]) for c in claims))
     notes = [provenance()[f] for f in fams if f in provenance()]
-    if notes:
-        lines += ["", "*Where the papers' numbers come from*: " + " ".join(notes)]
-    lines += ["", "The Evidence section at the end of the chapter holds every claim's rule, interval, test and "
-              "power; {doc}`the report <report>` holds every chapter's.", "::::", ""]
+    folded = why + (["", "*Where the papers' numbers come from*: " + " ".join(notes)] if notes else [])
+    if folded:
+        lines += ["", ":::{dropdown} Why, claim by claim, and where the papers' numbers come from", *folded, ":::"]
+    lines += ["", "Every claim's rule, interval, test and power: the Evidence section at the end.", "::::", ""]
     return "\n".join(lines)
