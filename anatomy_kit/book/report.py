@@ -296,7 +296,9 @@ def report_markdown(report: dict) -> str:
     header = escape(_run_line(chapters)) + (f"<br>{escape(environment_line(env))}" if env else "")
     lines = ["(report-page)=", "# Reproduction report", "",
              f'<div class="ak-summary"><p class="ak-run">{header}</p>{_matrix_html(matrix)}'
-             f"{_established_html(claims)}{_registry_html(claims)}"
+             f"{_established_html(claims)}</div>", "",
+             # how the claims were corrected and which data decided them, right below the one-screen summary
+             f'<div class="ak-registry">{_registry_html(claims)}'
              f"{_primaries_html(report.get('primaries') or primaries(chapters))}"
              f"{_phase_html(report.get('phase_counts') or phase_counts(chapters), _chapter_titles())}</div>", "",
              "Each row below puts our number beside the paper's, with the verdict its declared rule gave and "
