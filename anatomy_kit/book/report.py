@@ -287,6 +287,15 @@ def _chapter_titles() -> dict[str, str]:
 NO_CLAIMS = "This page judges no claim of the papers: it measures the layers of a model of one's choice."
 
 
+def _folded_table(claims: list[dict]) -> str:
+    """A chapter's claims table, folded under a line that counts its verdicts (the page stays scannable; the
+    summary above says what holds)."""
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    line = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return (f'<details class="ak-chapter-claims"><summary>{len(claims)} claims: {escape(line)}</summary>'
+            f"{claims_html(claims)}</details>")
+
+
 def report_markdown(report: dict) -> str:
     """The report as a MyST page: the summary (one screen), then one compact claims table per chapter."""
     chapters = report["chapters"]
@@ -318,7 +327,7 @@ def report_markdown(report: dict) -> str:
                     + (f"; {env_text}" if env_text else ""))
         lines += [f"## {titles.get(doc['chapter'], doc['chapter'])}", "",
                   f'<p class="ak-run">{escape(run_text)}</p>', "",
-                  claims_html(doc["claims"]) if doc["claims"] else NO_CLAIMS, ""]
+                  _folded_table(doc["claims"]) if doc["claims"] else NO_CLAIMS, ""]
         if doc["claims"]:
             lines += [_decidable_line(doc["claims"]), ""]
     return "\n".join(lines)
