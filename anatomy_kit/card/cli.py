@@ -105,8 +105,9 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
                    help="save the healed model of the --save-pruned K, merged (LoRA folded into the weights), as a "
                         "Hugging Face folder with a README of how it was healed and measured")
     p.add_argument("--lm-eval", default=None, metavar="TASKS",
-                   help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned folder "
-                        "(needs the lm-eval package; the card's own perplexity task is card_ppl_<key>)")
+                   help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned and "
+                        "--save-healed folders (needs the lm_eval command on PATH: pip install \"lm-eval[hf]\"; the "
+                        "card's own perplexity task is card_ppl_<key>)")
     p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="CARD.json",
                    help="compare two or more finished cards (no model is loaded)")
     return p

@@ -334,6 +334,7 @@ def fine_tune(model: nn.Module, drop: Sequence[int], train_blocks: torch.Tensor,
     start = time.perf_counter()
     _peak_start(device)
     with ExitStack() as stack:
+        stack.callback(model.train, was_training)
         stack.enter_context(pruned(model, drop))
         rows_before = block_nll(model, eval_batches)
         curve[0] = float(math.exp(rows_before.sum() / n.sum()))
@@ -385,7 +386,6 @@ def fine_tune(model: nn.Module, drop: Sequence[int], train_blocks: torch.Tensor,
                     on_healed(model)
             else:
                 on_healed(model)
-    model.train(was_training)
     seconds = time.perf_counter() - start
     peak, kind = _peak(device)
     return HealRun(drop=drop, recipe=recipe.to_dict(), curve=curve, rows_before=rows_before, rows_after=rows_after,
