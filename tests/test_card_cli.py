@@ -101,6 +101,28 @@ def test_quick_card_and_compare(saved_tiny_model, corpus, tmp_path, capsys, one_
     (["--heal", "3", "--lora-rank", "0"], "healing options: lora_rank=0 must be >= 1"),
     (["--heal", "3", "--heal-evals", "0"], "healing options: evals=0 must be >= 1"),
     (["--heal", "3", "--heal-lr", "-1"], "healing options: lr=-1.0"),
+    (["--heal", "3", "--heal-lr", "0"], "healing options: lr=0.0 must be a finite number > 0"),
+    (["--heal", "3", "--heal-lr", "nan"], "healing options: lr=nan must be a finite number > 0"),
+    (["--heal", "3", "--lora-alpha", "0"], "healing options: lora_alpha=0.0 must be a finite number > 0"),
+    (["--heal", "3", "--lora-targets", ","], "healing options: lora_targets=(): give module names"),
+    (["--heal", "3", "--lora-targets", "layers.0.q_proj"], "lora_targets=('layers.0.q_proj',): give module names"),
+    (["--lora-rank", "4"], "--lora-rank need(s) --heal STEPS"),
+    (["--lora-alpha", "8"], "--lora-alpha need(s) --heal STEPS"),
+    (["--heal-evals", "2"], "--heal-evals need(s) --heal STEPS"),
+    (["--heal-lr", "1e-4"], "--heal-lr need(s) --heal STEPS"),
+    (["--save-healed", "h"], "--save-healed need(s) --heal STEPS"),
+    (["--heal-method", "full"], "--heal-method need(s) --heal STEPS"),
+    (["--heal", "3", "--heal-method", "full", "--lora-rank", "4", "--lora-alpha", "8"],
+     "--lora-rank, --lora-alpha set(s) LoRA, but --heal-method full trains every parameter"),
+    (["--heal", "3", "--heal-method", "full", "--lora-targets", "q_proj"], "--lora-targets set(s) LoRA, but"),
+    (["--save-pruned", "1", "p", "--heal", "3", "--save-healed", "p"],
+     "--save-healed 'p' is --save-pruned 'p': give the healed model a folder of its own"),
+    (["--save-pruned", "1", "p", "--heal", "3", "--save-healed", "./p/"], "--save-healed './p/' is --save-pruned 'p'"),
+    (["--out", "c", "--save-pruned", "1", "p", "--heal", "3", "--save-healed", "c"], "--save-healed 'c' is --out 'c'"),
+    (["--save-pruned", "1", "p", "--heal", "3", "--save-healed", "card-embedded"],
+     "--save-healed 'card-embedded' is --out 'card-embedded'"),               # the default --out
+    (["--save-pruned", "1", "p", "--heal", "3", "--save-healed", "h", "--save-method", "random"],
+     "--save-healed heals the recommended (greedy) set; drop --save-method"),
 ])
 def test_bad_options_stop_with_a_named_error_before_any_work(options, words, tmp_path, capsys, monkeypatch):
     from anatomy_kit.card import build
@@ -118,6 +140,12 @@ def test_bad_options_stop_with_a_named_error_before_any_work(options, words, tmp
     (["--ffn-budget", "most"], "--ffn-budget 'most': give a fraction like 0.75 or a percentage like 75%"),
     (["--dtype", "int8"], "invalid choice: 'int8'"),
     (["--device", "tpu"], "invalid choice: 'tpu'"),
+    (["--heal", "3", "--heal-method", "qlora"], "argument --heal-method: invalid choice: 'qlora'"),
+    (["--heal", "three"], "argument --heal: invalid int value: 'three'"),
+    (["--heal", "3", "--heal-lr", "fast"], "argument --heal-lr: invalid float value: 'fast'"),
+    (["--heal", "3", "--heal-evals", "2.5"], "argument --heal-evals: invalid int value: '2.5'"),
+    (["--heal", "3", "--lora-rank", "8.0"], "argument --lora-rank: invalid int value: '8.0'"),
+    (["--heal", "3", "--lora-alpha", "big"], "argument --lora-alpha: invalid float value: 'big'"),
 ])
 def test_malformed_options_are_refused_by_the_parser(options, words, capsys):
     with pytest.raises(SystemExit) as stop:
@@ -152,10 +180,16 @@ def nothing_loads(monkeypatch):
      "--lora-targets: lora_targets ['qq'] name no linear map of the decoder layers"),
     (["-K", "2", "--save-pruned", "2", "p", "--heal", "2", "--heal-k", "1", "--save-healed", "h"],
      "--save-healed saves k = 2 (from --save-pruned), but --heal-k 1 does not heal it; add 2"),
+    (["-K", "2", "--save-pruned", "2", "p", "--heal", "2", "--save-healed", "MODEL"],
+     "is the model's folder"),                              # MODEL: the model's own folder
+    (["-K", "2", "--save-pruned", "2", "p", "--heal", "2", "--heal-k", "1,2", "--save-healed", "h"], None),
+    (["-K", "2", "--heal", "2", "--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "q_proj"], None),  # auto
+    (["-K", "2", "--heal", "2", "--heal-method", "lora", "--heal-evals", "1", "--heal-lr", "1e-3"], None),
 ])
 def test_every_argument_is_checked_before_the_model_loads(options, words, saved_tiny_model, corpus, tmp_path,
                                                          capsys, monkeypatch, nothing_loads):
     monkeypatch.chdir(tmp_path)
+    options = [str(saved_tiny_model) if o == "MODEL" else o for o in options]
     command = ["card", str(saved_tiny_model), "--corpus", corpus, *SIZES, *options]
     if words is None:                                      # passed every check, stopped at the refused build
         with pytest.raises(AssertionError, match="weights were loaded or the card started"):

@@ -92,18 +92,21 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
                    help="which k to heal (default: every recommended k)")
     p.add_argument("--heal-lr", type=float, default=None,
                    help=f"learning rate (default {DEFAULT_LR['full']:g} full, {DEFAULT_LR['lora']:g} LoRA)")
-    p.add_argument("--heal-evals", type=int, default=h.evals,
+    p.add_argument("--heal-evals", type=int, default=None,
                    help=f"evaluations of the healing curve after step 0, the last step always among them "
                         f"(default {h.evals}; STEPS evaluates after every step)")
-    p.add_argument("--lora-rank", type=int, default=h.lora_rank, help=f"LoRA rank (default {h.lora_rank})")
-    p.add_argument("--lora-alpha", type=float, default=h.lora_alpha,
-                   help=f"LoRA alpha, the adapters scaled by alpha / rank (default {h.lora_alpha:g})")
+    p.add_argument("--lora-rank", type=int, default=None,
+                   help=f"LoRA rank (default {h.lora_rank}; not with --heal-method full)")
+    p.add_argument("--lora-alpha", type=float, default=None,
+                   help=f"LoRA alpha, the adapters scaled by alpha / rank (default {h.lora_alpha:g}; not with "
+                        "--heal-method full)")
     p.add_argument("--lora-targets", default=None, metavar="NAMES",
                    help="comma-separated module names LoRA adapts in each kept layer, e.g. q_proj,v_proj "
-                        "(default: every linear map)")
+                        "(default: every linear map; not with --heal-method full)")
     p.add_argument("--save-healed", default=None, metavar="DIR",
                    help="save the healed model of the --save-pruned K, merged (LoRA folded into the weights), as a "
-                        "Hugging Face folder with a README of how it was healed and measured")
+                        "Hugging Face folder with a README of how it was healed and measured (a folder of its own: "
+                        "not the model's, the card's or the pruned one's)")
     p.add_argument("--lm-eval", default=None, metavar="TASKS",
                    help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned and "
                         "--save-healed folders (needs the lm_eval command on PATH: pip install \"lm-eval[hf]\"; the "
@@ -253,9 +256,11 @@ def run_card(args) -> int:
 def heal_request(args) -> tuple[HealRecipe | None, list[int] | None]:
     """The healing options checked together, before any work: ``(recipe without its method resolved, the k to
     heal or None for every recommended k)``, or ``(None, None)`` without ``--heal``."""
+    lora_flags = [flag for flag, value in (("--lora-rank", args.lora_rank), ("--lora-alpha", args.lora_alpha),
+                                           ("--lora-targets", args.lora_targets)) if value is not None]
     given = [flag for flag, value in (("--heal-k", args.heal_k), ("--heal-lr", args.heal_lr),
-                                      ("--lora-targets", args.lora_targets), ("--save-healed", args.save_healed))
-             if value is not None] + (["--heal-method"] if args.heal_method != "auto" else [])
+                                      ("--heal-evals", args.heal_evals), ("--save-healed", args.save_healed))
+             if value is not None] + lora_flags + (["--heal-method"] if args.heal_method != "auto" else [])
     if args.heal is None:
         if given:
             raise AnatomyKitError(f"{', '.join(given)} need(s) --heal STEPS")
@@ -263,6 +268,9 @@ def heal_request(args) -> tuple[HealRecipe | None, list[int] | None]:
     if args.quick or args.heal < 1:
         raise AnatomyKitError(f"--heal {args.heal}: give a whole number of steps, at least 1, on a full card "
                               "(not --quick)")
+    if lora_flags and args.heal_method == "full":
+        raise AnatomyKitError(f"{', '.join(lora_flags)} set(s) LoRA, but --heal-method full trains every parameter: "
+                              "drop them, or heal with --heal-method lora (or auto)")
     ks = None
     if args.heal_k is not None:
         words = [w.strip() for w in args.heal_k.split(",")]
@@ -279,17 +287,36 @@ def heal_request(args) -> tuple[HealRecipe | None, list[int] | None]:
                                   f"does not heal it; add {k}")
         if args.save_method != "greedy":
             raise AnatomyKitError("--save-healed heals the recommended (greedy) set; drop --save-method")
+        _check_healed_folder(args)
     targets = None
     if args.lora_targets is not None:
         targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     lr = args.heal_lr if args.heal_lr is not None else DEFAULT_LR["full"]
-    recipe = HealRecipe(method="full", steps=args.heal, lr=lr, evals=args.heal_evals, lora_rank=args.lora_rank,
-                        lora_alpha=args.lora_alpha, lora_targets=targets)
+    h = HealRecipe()
+    recipe = HealRecipe(method="full", steps=args.heal, lr=lr, evals=_or(args.heal_evals, h.evals),
+                        lora_rank=_or(args.lora_rank, h.lora_rank), lora_alpha=_or(args.lora_alpha, h.lora_alpha),
+                        lora_targets=targets)
     try:
         recipe.validate()
     except AnatomyKitError as err:
         raise AnatomyKitError(f"healing options: {err}") from None
     return recipe, ks
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _check_healed_folder(args) -> None:
+    """--save-healed names a folder of its own: not the model's, the card's (--out) or the --save-pruned one
+    (saving there would overwrite their files)."""
+    healed = Path(args.save_healed).resolve()
+    others = {"--save-pruned": args.save_pruned[1], "--out": args.out or Path(f"card-{_slug(args.model or '')}"),
+              "the model's folder": args.model if args.model and Path(args.model).is_dir() else None}
+    for what, folder in others.items():
+        if folder is not None and Path(folder).resolve() == healed:
+            raise AnatomyKitError(f"--save-healed {args.save_healed!r} is {what} {str(folder)!r}: give the healed "
+                                  "model a folder of its own")
 
 
 def _check_heal_ks(ks: list[int] | None, max_prune: int) -> list[int] | None:
