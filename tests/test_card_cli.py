@@ -297,3 +297,30 @@ def test_heal_writes_the_control_lora_recipe_and_a_merged_healed_folder(saved_ti
     page = (out / "card.md").read_text()
     assert "## Healing, against its control" in page and f"| 2 | {', '.join(map(str, e['layers']))} |" in page
     assert "share the same" in page and "../healed" in page
+
+
+@pytest.mark.parametrize("field, value", [("text_split", "held-out"), ("tokens", 64), ("calibration_tokens", 96),
+                                          ("block_size", 16)])
+def test_the_commands_text_is_the_cards_own(field, value, saved_tiny_model, corpus):
+    """What --save-pruned, --heal, --save-healed and the lm-eval task score and train on is the card's text
+    again: settings_text forwards the block size, the evaluation and calibration block counts and the text
+    split recorded in card.json, and a change of any of them changes the blocks."""
+    import torch
+
+    from anatomy_kit.card.cli import settings_text
+    from anatomy_kit.card.loading import load_tokenizer
+    from anatomy_kit.card.text import card_text
+
+    tok = load_tokenizer(str(saved_tiny_model))
+    base = {"tokens": 128, "block_size": 32, "calibration_tokens": 64}           # no text_split: the standard one
+    changed = {**base, field: value}
+    for s in (base, changed):
+        want = card_text(tok, corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
+                         n_calibration=s["calibration_tokens"] // s["block_size"],
+                         split=s.get("text_split", "standard"))
+        got = settings_text(tok, corpus, s)
+        assert torch.equal(got.eval_blocks, want.eval_blocks) and got.split == want.split
+        assert torch.equal(got.calibration_blocks, want.calibration_blocks)
+    a, b = settings_text(tok, corpus, base), settings_text(tok, corpus, changed)
+    assert (a.eval_blocks.shape, a.calibration_blocks.shape, a.token_sha256) != \
+        (b.eval_blocks.shape, b.calibration_blocks.shape, b.token_sha256)

@@ -172,7 +172,6 @@ def _save_pruned(args, card, out_text, out: Path) -> dict:
     from ..hf.models import load_model
     from .exports import pruned_readme, save_pruned
     from .settings import torch_dtype
-    from .text import card_text
 
     k, folder = save_pruned_k(args), args.save_pruned[1]
     drop = card.pruned_set(k, args.save_method)
@@ -181,8 +180,7 @@ def _save_pruned(args, card, out_text, out: Path) -> dict:
     del loaded
     again = load_model(folder, device=args.device, dtype=torch_dtype(args.dtype))
     s = card.doc["settings"]
-    text = card_text(again.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(again.tokenizer, args.corpus, s)
     ppl = perplexity(again.model, make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device))
     expected = card.pruned_ppl(k, args.save_method)
     entry = next(e for e in card.doc["pruning"]["sets"] if e["k"] == k and e["method"] == args.save_method)
@@ -326,14 +324,23 @@ def _check_heal_ks(ks: list[int] | None, max_prune: int) -> list[int] | None:
     return ks
 
 
+def settings_text(tokenizer, corpus: str, settings: dict):
+    """The card's text (:func:`.text.card_text`) again, from the settings recorded in its card.json: the same
+    evaluation and calibration blocks, of the same split of the documents."""
+    from .text import card_text
+
+    return card_text(tokenizer, corpus, block_size=settings["block_size"],
+                     n_eval=settings["tokens"] // settings["block_size"],
+                     n_calibration=settings["calibration_tokens"] // settings["block_size"],
+                     split=settings.get("text_split", "standard"))
+
+
 def _lm_eval_task(args, card, out: Path) -> dict:
     from .lm_eval_task import write_lm_eval_task
     from .loading import load_tokenizer
-    from .text import card_text
 
     s = card.doc["settings"]
-    text = card_text(load_tokenizer(args.model), args.corpus, block_size=s["block_size"],
-                     n_eval=s["tokens"] // s["block_size"], n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(load_tokenizer(args.model), args.corpus, s)
     if text.token_sha256 != card.doc["text"]["token_sha256"]:
         raise AnatomyKitError("the corpus no longer gives the card's tokens; rebuild the card")   # pragma: no cover
     return write_lm_eval_task(out, card.doc, load_tokenizer(args.model), text.eval_blocks)
@@ -351,13 +358,11 @@ def _heal(args, card, out: Path, lines: list, recipe: HealRecipe, heal_ks: list[
     from .heal import choose_method, describe_k, heal_blocks, heal_with_control, recipe_terms
     from .loading import available_memory
     from .settings import torch_dtype
-    from .text import card_text
 
     s = card.doc["settings"]
     loaded = load_model(args.model, device=args.device, dtype=torch_dtype(s["dtype"]))
     model = loaded.model
-    text = card_text(loaded.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(loaded.tokenizer, args.corpus, s)
     dev = next(model.parameters()).device
     shape = model_shape(model)
     weight_bytes = next(model.parameters()).element_size()
@@ -417,12 +422,10 @@ def _finish_healed(args, card, doc: dict, info: dict, lines: list, out: Path) ->
     from .exports import healed_readme
     from .heal import block_nll
     from .settings import torch_dtype
-    from .text import card_text
 
     s, k = card.doc["settings"], str(save_pruned_k(args))
     again = load_model(args.save_healed, device=args.device, dtype=torch_dtype(s["dtype"]))
-    text = card_text(again.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(again.tokenizer, args.corpus, s)
     batches = make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device)
     rows = block_nll(again.model, batches)
     ppl = float(np.exp(rows.sum() / block_targets(batches).sum()))
