@@ -463,7 +463,7 @@ def shared_terms(control: HealRun, n_train_blocks: int, n_eval_blocks: int) -> l
            f"the method: {'every parameter' if r['method'] == 'full' else 'LoRA'}"
            + (f" (rank {r['lora_rank']}, alpha {r['lora_alpha']:g}, targets "
               f"{'every linear map' if r['lora_targets'] is None else ', '.join(r['lora_targets'])}; each layer's "
-              "adapters drawn from the seed and the module's name, so layers both have start alike)"
+              "adapters drawn from the seed and the module's name, so a layer both models have starts alike)"
               if r["method"] == "lora" else ""),
            f"the {n_eval_blocks} evaluation blocks, scored after steps {r['eval_steps']}"]
     return out
