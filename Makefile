@@ -3,7 +3,8 @@
 #                 smoke scale with papermill, build the HTML book (prints where it is)
 #   make test   – the unit tests, the smoke-scale chapters (reusing the book build when it is
 #                 up to date), the rehearsal of a lent GPU machine at toy size and the browser check
-#                 of the built pages; then the unit tests again on a second CPU kernel path
+#                 of the built pages; then the unit tests again on a second CPU kernel path. pytest's -rs
+#                 lists every skipped test with its reason.
 # make rehearse [CHAPTERS=ch01_ablation_map,...]: a lent GPU machine recreated on this CPU, both
 # gpu_check.py commands, every chapter by default (benchmarks/rehearse.py; README, "Checking a GPU first").
 PYTHON ?= python3
@@ -15,7 +16,7 @@ SOURCES := $(shell find anatomy_kit notebooks book data_manifest -type f \
              \( -name '*.py' -o -name '*.md' -o -name '*.yml' -o -name '*.yaml' \) \
              -not -path 'book/_build/*' -not -path 'book/chapters/*' 2>/dev/null)
 
-.PHONY: book test unit unit-other-path bench rehearse system-deps clean
+.PHONY: book test unit unit-other-path bench rehearse system-deps tools-env clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,8 +47,13 @@ system-deps:
 	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	    chromium fonts-dejavu-core fonts-liberation >/dev/null; }
 
-test: $(HTML) system-deps
-	ANATOMY_KIT_BOOK_BUILT=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+# mergekit and lm-eval, the real clients of the card's exports, in a cached environment of their own
+# (tests/tools_env.py: made once under the user cache from requirements/tools.txt, reused after).
+tools-env: $(STAMP)
+	$(BIN)/python tests/tools_env.py
+
+test: $(HTML) system-deps tools-env
+	ANATOMY_KIT_BOOK_BUILT=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider
 	$(MAKE) unit-other-path
 
 # The unit tests again on a second CPU kernel path (avx2 on an AVX-512 machine, the plain path on an
@@ -57,10 +63,10 @@ unit-other-path: $(STAMP)
 	@path=$$($(BIN)/python -c "from anatomy_kit.environment import other_kernel_path as o; print(o() or '')"); \
 	if [ -z "$$path" ]; then echo "This CPU has a single kernel path: no second run."; else \
 	echo "Unit tests again with ATEN_CPU_CAPABILITY=$$path"; \
-	ATEN_CPU_CAPABILITY=$$path HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not book and not whole_run"; fi
+	ATEN_CPU_CAPABILITY=$$path HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -m "not book and not whole_run"; fi
 
 unit: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not book"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -m "not book"
 
 rehearse: $(STAMP)
 	$(BIN)/python benchmarks/rehearse.py $(if $(CHAPTERS),--chapters $(CHAPTERS))

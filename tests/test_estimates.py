@@ -77,6 +77,42 @@ def test_forward_flops_and_memory_formulas():
     assert E.activation_bytes(gelu, "fp32") == 2 * 4 * d + 4 * (2 * d + 4 * d + 2 * 4 * d)          # one each in float32
 
 
+def test_fine_tune_memory_of_every_parameter_and_of_lora_adapters_by_hand():
+    m = E.ModelShape(1e8, 10, 512, 1000, 1536)
+    d, w, r, tokens = 512, 1536, 8, 128 * 4
+    # q, k, v, o: r(d + d) each; gate, up: r(d + w); down: r(w + d)
+    per_layer = r * (4 * 2 * d + 3 * (d + w))
+    assert E.lora_parameters(m, r) == 10 * per_layer
+    assert E.lora_parameters(m, r, ("q", "v")) == 10 * r * 4 * d
+    gelu = E.ModelShape(1e8, 10, 512, 1000, 1536, ffn="gelu")
+    assert E.lora_parameters(gelu, r, ("gate", "up")) == 10 * r * (d + w)       # a GELU FFN has no gate
+    fp32_act = tokens * (10 * E.activation_bytes(m, "fp32") + 8 * d + 4 * d + 12 * 1000)
+    assert E.fine_tune_memory(m, 128, 4, method="full") == 16e8 + fp32_act          # 4 × 4 bytes a parameter
+    assert E.fine_tune_memory(m, 128, 4, method="full") == E.training_memory(m, 128, 4, precision="fp32")
+    bf16_act = tokens * (10 * E.activation_bytes(m, "bf16") + 8 * d + 2 * d + 12 * 1000)
+    assert E.fine_tune_memory(m, 128, 4, method="full", weight_bytes=2) == 8e8 + bf16_act
+    lora = E.fine_tune_memory(m, 128, 4, method="lora", weight_bytes=2, lora_rank=r)
+    assert lora == 2e8 + 16 * 10 * per_layer + bf16_act + tokens * 10 * 7 * r * 2     # 7 adapters' r values
+    assert lora < E.fine_tune_memory(m, 128, 4, method="full", weight_bytes=2)
+    with pytest.raises(AnatomyKitError, match="method='adapters'"):
+        E.fine_tune_memory(m, 128, 4, method="adapters")
+    with pytest.raises(AnatomyKitError, match="LoRA target='wq'"):
+        E.lora_parameters(m, r, ("wq",))
+
+
+def test_lora_parameters_are_what_peft_adds_to_a_llama_model(one_torch_thread):
+    """peft's LoRA on every linear map of a Llama whose k and v have the model's width (no grouped query)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=4)
+    model = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(r=4, target_modules=[
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert trainable == E.lora_parameters(E.ModelShape(0, 3, 32, 64, 48), 4)
+
+
 def test_the_440m_preset_needs_about_70_gb_at_its_micro_batch():
     """The issue's hand count: 65–75 GB (bf16 logits' float32 cross-entropy, float32 residual, SwiGLU), not 51."""
     P = PRESETS["440M"]

@@ -263,7 +263,7 @@ def test_the_card_page_sizes_1b_to_8b_models_from_the_flop_model():
     from anatomy_kit.book.pages import card_guidance_markdown
     from anatomy_kit.lm.estimates import ASSUMED_FLOPS, duration
 
-    text = card_guidance_markdown()
+    text = card_guidance_markdown().split("**Healing**")[0]        # the card's own table; healing's is below
     rows = [r.split(" | ") for r in text.splitlines() if r.startswith("| `")]
     names = [r[0].strip("| `") for r in rows]
     # the range's boundaries: SmolLM2-135M (0.13 B) and Gemma 2 9B (9.2 B) lie outside, Llama 3.1 8B inside
@@ -282,3 +282,27 @@ def test_the_card_page_sizes_1b_to_8b_models_from_the_flop_model():
     llama8b = rows[names.index("meta-llama/Llama-3.1-8B")]
     # K = 32 // 4 = 8 capped at the default cap of 4; 8.03e9 parameters × 4 and × 2 bytes
     assert llama8b[1:4] == ["32", "4", "8.0 B"] and llama8b[6].startswith("32 GB / 16 GB")
+
+
+def test_the_card_page_sizes_healing_from_the_kits_memory_model():
+    """Full fine-tunes at 16 and 8 bytes a parameter plus one step's activations, LoRA at the weights plus
+    little; auto picks LoRA where the full fine-tune's gradients and moments do not fit 85 % of what an
+    80 GB GPU has left beside the weights."""
+    from anatomy_kit.book.pages import card_guidance_markdown, heal_memory_markdown
+    from anatomy_kit.lm.estimates import HUB_SHAPES
+
+    text = heal_memory_markdown()
+    assert text in card_guidance_markdown()
+    rows = {r.split(" | ")[0].strip("| `"): [c.strip(" |") for c in r.split(" | ")[1:]]
+            for r in text.splitlines() if r.startswith("| `")}
+    assert "meta-llama/Llama-3.1-8B" in rows and "HuggingFaceTB/SmolLM2-135M" not in rows
+    for name, (full32, full16, lora, auto) in rows.items():
+        n = HUB_SHAPES[name].params / 1e9
+        f32, f16, lo = (float(x.split()[0]) for x in (full32, full16, lora))
+        assert 16 * n <= f32 + 0.5 <= 16 * n + 12 and 8 * n <= f16 + 0.5 <= 8 * n + 8 and 2 * n <= lo + 0.5 <= 2 * n + 8
+        beyond = {4: f32 - 4 * n, 2: f16 - 2 * n}        # what a full fine-tune needs beside the loaded weights
+        want = ["full" if beyond[w] <= 0.85 * (80 - w * n) - 1 else "lora" if beyond[w] > 0.85 * (80 - w * n) + 1
+                else None for w in (4, 2)]
+        got = auto.split(" / ")
+        assert all(w is None or w == g for w, g in zip(want, got)), (name, want, got)
+    assert rows["meta-llama/Llama-3.1-8B"][3] == "lora / full" and rows["meta-llama/Llama-3.2-1B"][3] == "full / full"

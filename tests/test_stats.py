@@ -237,3 +237,63 @@ def test_signed_never_prints_a_non_zero_number_as_zero():
     assert signed(0.0) == "+0.000" and signed(-0.0123) == "−0.012"
     assert float(signed(1e-9).replace("−", "-")) == 1e-9
     assert signed(float("inf")) == "+∞" and signed(float("nan")) == "NaN"
+
+
+def _t_stat(x, y, rho):
+    """|mean(x − ρy)| / (sd/√n) by hand."""
+    d = np.asarray(x, float) - rho * np.asarray(y, float)
+    return abs(d.mean()) / (d.std(ddof=1) / math.sqrt(d.size))
+
+
+def test_paired_ratio_interval_ends_are_where_the_paired_t_statistic_reaches_the_quantile():
+    from anatomy_kit.stats import paired_ratio_interval
+
+    rng = np.random.default_rng(3)
+    y = 0.37 + 0.05 * rng.standard_normal(8)           # the gap: resolved, about 7 standard errors from 0
+    x = 0.4 * y + 0.03 * rng.standard_normal(8)
+    r = paired_ratio_interval(x, y)
+    t = sps.t.ppf(0.975, 7)
+    assert r.bounded and r.n == 8 and r.ratio == pytest.approx(x.mean() / y.mean(), rel=1e-12)
+    assert r.low < r.ratio < r.high
+    for end in (r.low, r.high):                         # on the ends, the statistic is the quantile
+        assert _t_stat(x, y, end) == pytest.approx(t, rel=1e-9)
+    width = r.high - r.low
+    assert _t_stat(x, y, r.low + 1e-6 * width) < t < _t_stat(x, y, r.low - 1e-6 * width)
+    assert _t_stat(x, y, r.high - 1e-6 * width) < t < _t_stat(x, y, r.high + 1e-6 * width)
+    wider = paired_ratio_interval(x, y, confidence=0.99)
+    assert wider.low < r.low and wider.high > r.high
+
+
+def test_paired_ratio_interval_with_a_constant_denominator_is_the_t_interval_scaled():
+    from anatomy_kit.stats import paired_ratio_interval
+
+    x = np.array([0.1, 0.3, 0.2, 0.6])
+    r = paired_ratio_interval(x, np.full(4, 2.0))
+    half = sps.t.ppf(0.975, 3) * x.std(ddof=1) / 2     # sd/√4
+    assert (r.low, r.high) == pytest.approx(((x.mean() - half) / 2, (x.mean() + half) / 2), rel=1e-12)
+
+
+def test_paired_ratio_interval_is_unbounded_when_the_denominator_is_not_resolved():
+    from anatomy_kit.stats import paired_ratio_interval
+
+    x = np.array([0.1, 0.2, 0.15, 0.12])
+    spread = np.array([-1.0, 1.0, -1.0, 1.0])            # sd 2/√3, so se = 1/√3
+    t = sps.t.ppf(0.975, 3)
+    edge = t / math.sqrt(3)                              # the denominator's interval just touches 0
+    above = paired_ratio_interval(x, edge * 1.001 + spread)
+    below = paired_ratio_interval(x, edge * 0.999 + spread)
+    assert above.bounded and math.isfinite(above.low) and math.isfinite(above.high)
+    assert not below.bounded and (below.low, below.high) == (-math.inf, math.inf)
+
+
+@pytest.mark.parametrize("x, y, words", [
+    ([0.1, 0.2], [0.1, 0.2, 0.3], "pair up"),
+    ([0.1], [0.1], "at least 2"),
+    ([0.1, 0.2], [1.0, -1.0], "denominator's mean is 0"),
+    ([0.1, float("nan")], [1.0, 1.0], "non-finite"),
+])
+def test_paired_ratio_interval_rejects_bad_input(x, y, words):
+    from anatomy_kit.stats import paired_ratio_interval
+
+    with pytest.raises(AnatomyKitError, match=words):
+        paired_ratio_interval(x, y)

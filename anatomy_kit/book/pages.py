@@ -18,6 +18,7 @@ writes into ``book/_generated/`` (not in git, excluded as pages, included by the
 - ``held_up/<chapter>.md`` — every chapter's "What held up" box (:mod:`.held_up`), from the report,
 - ``card_guidance.md`` — the card page's time and memory for 1B–8B hub models, from the card's
   planned passes (:mod:`anatomy_kit.card.cost`) and the FLOP model (:mod:`anatomy_kit.lm.estimates`),
+  and healing's memory from the same model (:func:`heal_memory_markdown`),
 - ``hour_scope.md``, ``scale_rule.md``, ``near_threshold.md``, ``estimate_assumptions.md`` — the
   running page's paragraphs that state the kit's constants (:mod:`.running_text`),
 - ``persistence_diagram.png`` — a persistence diagram of a noisy circle, computed with ripser
@@ -42,7 +43,7 @@ from ..verdicts.tables import badge_html
 BUILD_DIR_ENV = "ANATOMY_KIT_BUILD_DIR"
 
 __all__ = ["GENERATED", "BUILD_DIR_ENV", "write_generated", "verdict_words_markdown", "verdict_glossary_markdown",
-           "build_verdicts_markdown", "card_guidance_markdown", "persistence_figure", "setup"]
+           "build_verdicts_markdown", "card_guidance_markdown", "heal_memory_markdown", "persistence_figure", "setup"]
 
 #: The folder under ``book/`` the generated parts go to.
 GENERATED = "_generated"
@@ -130,7 +131,42 @@ def card_guidance_markdown() -> str:
             f"{settings.n_random} random sets per k), on one GPU at an *assumed* "
             f"{rate / 1e12:.1f} TFLOP/s in float32 (the running page's reference GPU). The geometric-work stage's "
             "topology runs on the CPU and is not counted, nor is loading the weights; one batch's activations come "
-            "on top of the weights' memory.\n")
+            "on top of the weights' memory.\n\n" + heal_memory_markdown())
+
+
+#: the GPU the healing table asks ``--heal-method auto`` about, in bytes
+HEAL_GPU_BYTES = 80e9
+
+
+def heal_memory_markdown() -> str:
+    """``--heal``'s memory on the 1B–8B models of ``HUB_SHAPES``, from the kit's one memory model
+    (:func:`anatomy_kit.lm.estimates.fine_tune_memory`) at the card's default block and batch: a full
+    fine-tune of a float32 and of a bfloat16 model, LoRA on a bfloat16 model at the default rank, and
+    what ``--heal-method auto`` (:func:`anatomy_kit.card.heal.choose_method`) picks on an 80 GB GPU
+    with the model loaded in float32 (the card's default dtype) and in bfloat16."""
+    from ..card.heal import HealRecipe, choose_method
+    from ..card.settings import CardSettings
+    from ..lm.estimates import HUB_SHAPES, fine_tune_memory
+
+    s, r = CardSettings(), HealRecipe()
+    low, high = CARD_GUIDANCE_PARAMS
+    rows = ["| model | full, fp32 | full, bf16 | LoRA, bf16 | auto on 80 GB: fp32 / bf16 |", "|---|---|---|---|---|"]
+    for name, shape in sorted(HUB_SHAPES.items(), key=lambda item: item[1].params):
+        if not low <= shape.params <= high:
+            continue
+        gb = [fine_tune_memory(shape, s.block_size, s.batch_size, method=m, weight_bytes=w, lora_rank=r.lora_rank) / 1e9
+              for m, w in (("full", 4), ("full", 2), ("lora", 2))]
+        auto = [choose_method("auto", shape, block_size=s.block_size, batch_size=s.batch_size, weight_bytes=w,
+                              free_bytes=HEAL_GPU_BYTES - w * shape.params, on_host=False,
+                              lora_rank=r.lora_rank)["method"] for w in (4, 2)]
+        rows.append(f"| `{name}` | {gb[0]:.0f} GB | {gb[1]:.0f} GB | {gb[2]:.0f} GB | {auto[0]} / {auto[1]} |")
+    return ("**Healing** (`--heal`) needs more: a full fine-tune keeps gradients and AdamW's two moments beside "
+            "every weight, LoRA only its adapters' (rank "
+            f"{r.lora_rank} on every linear map of each layer). Peak memory of one step of {s.batch_size} blocks of "
+            f"{s.block_size} tokens, estimated with the kit's memory model, and the method `--heal-method auto` "
+            f"picks on a GPU with {HEAL_GPU_BYTES / 1e9:.0f} GB with the model loaded in float32 (the card's "
+            "default) or in bfloat16 (a bfloat16 model's full fine-tune keeps AdamW's moments in bfloat16 too; "
+            "`--heal-method lora` trains float32 adapters):\n\n" + "\n".join(rows) + "\n")
 
 
 def _noisy_circle(n: int = 60, noise: float = 0.12, seed: int = 0) -> np.ndarray:

@@ -9,20 +9,26 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import time
 
 import numpy as np
 from pathlib import Path
 
 from ..validate import AnatomyKitError
+from .heal import HEAL_METHODS, HealRecipe
 from .settings import DTYPES, MAX_PRUNE_CAP, CardSettings
 from .signals import SIGNAL_DEFINITIONS
 
-__all__ = ["add_card_parser", "run_card", "parse_budget", "save_pruned_k"]
+__all__ = ["add_card_parser", "run_card", "parse_budget", "save_pruned_k", "heal_request", "DEFAULT_LR"]
+
+#: the healing learning rate when --heal-lr is not given, by method
+DEFAULT_LR = {"full": 1e-4, "lora": 2e-4}
 
 EXAMPLES = """examples:
   python -m anatomy_kit card embedded --quick
   python -m anatomy_kit card HuggingFaceTB/SmolLM2-135M --corpus notes.txt --tokens 4096 -K 8 --out card-smollm2
   python -m anatomy_kit card ./my-model --save-pruned 4 ./my-model-pruned
+  python -m anatomy_kit card ./my-model --save-pruned 4 ./pruned --heal 40 --save-healed ./pruned-healed
   python -m anatomy_kit card --compare card-a/card.json card-b/card.json --out compared
 """
 
@@ -74,12 +80,37 @@ def add_card_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--save-pruned", nargs=2, metavar=("K", "DIR"), default=None,
                    help="save the model without greedy's K-set as a Hugging Face folder")
     p.add_argument("--save-method", default="greedy", help="whose K-set --save-pruned removes (default greedy)")
+    h = HealRecipe()
     p.add_argument("--heal", type=int, default=None, metavar="STEPS",
                    help="fine-tune each recommended pruned model STEPS AdamW steps on fresh text of the calibration half "
-                        "(never evaluation documents) and measure how much of its perplexity gap closes (heal.json)")
+                        "(never evaluation documents), and the intact model the same way as a control, and measure "
+                        "how much of the pruning gap healing closes (heal.json)")
+    p.add_argument("--heal-method", choices=(*HEAL_METHODS, "auto"), default="auto",
+                   help="full: every parameter; lora: LoRA adapters (peft); auto (default): full where it fits the "
+                        "device by the kit's memory model, LoRA otherwise")
+    p.add_argument("--heal-k", default=None, metavar="K[,K…]",
+                   help="which k to heal (default: every recommended k)")
+    p.add_argument("--heal-lr", type=float, default=None,
+                   help=f"learning rate (default {DEFAULT_LR['full']:g} full, {DEFAULT_LR['lora']:g} LoRA)")
+    p.add_argument("--heal-evals", type=int, default=None,
+                   help=f"evaluations of the healing curve after step 0, the last step always among them "
+                        f"(default {h.evals}; STEPS evaluates after every step)")
+    p.add_argument("--lora-rank", type=int, default=None,
+                   help=f"LoRA rank (default {h.lora_rank}; not with --heal-method full)")
+    p.add_argument("--lora-alpha", type=float, default=None,
+                   help=f"LoRA alpha, the adapters scaled by alpha / rank (default {h.lora_alpha:g}; not with "
+                        "--heal-method full)")
+    p.add_argument("--lora-targets", default=None, metavar="NAMES",
+                   help="comma-separated module names LoRA adapts in each kept layer, e.g. q_proj,v_proj "
+                        "(default: every linear map; not with --heal-method full)")
+    p.add_argument("--save-healed", default=None, metavar="DIR",
+                   help="save the healed model of the --save-pruned K, merged (LoRA folded into the weights), as a "
+                        "Hugging Face folder with a README of how it was healed and measured (a folder of its own: "
+                        "not the model's, the card's or the pruned one's)")
     p.add_argument("--lm-eval", default=None, metavar="TASKS",
-                   help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned folder "
-                        "(needs the lm-eval package; the card's own perplexity task is card_ppl_<key>)")
+                   help="comma-separated lm-eval tasks to run on the intact model and the --save-pruned and "
+                        "--save-healed folders (needs the lm_eval command on PATH: pip install \"lm-eval[hf]\"; the "
+                        "card's own perplexity task is card_ppl_<key>)")
     p.add_argument("--compare", nargs="+", type=Path, default=None, metavar="CARD.json",
                    help="compare two or more finished cards (no model is loaded)")
     return p
@@ -123,12 +154,24 @@ def card_command(args, settings: dict) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _save_pruned(args, card, out_text) -> None:
+def heal_command(args, settings: dict, recipe: HealRecipe, ks: list[int]) -> str:
+    """:func:`card_command` with the healing flags of this run written out (method and lr resolved)."""
+    words = ["--heal", str(recipe.steps), "--heal-method", recipe.method, "--heal-k", ",".join(map(str, ks)),
+             "--heal-lr", f"{recipe.lr:g}", "--heal-evals", str(recipe.evals)]
+    if recipe.method == "lora":
+        words += ["--lora-rank", str(recipe.lora_rank), "--lora-alpha", f"{recipe.lora_alpha:g}"]
+        if recipe.lora_targets is not None:
+            words += ["--lora-targets", ",".join(recipe.lora_targets)]
+    if args.save_healed:
+        words += ["--save-healed", args.save_healed]
+    return card_command(args, settings) + " " + " ".join(shlex.quote(w) for w in words)
+
+
+def _save_pruned(args, card, out_text, out: Path) -> dict:
     from ..hf.evaluation import make_batches, perplexity
     from ..hf.models import load_model
     from .exports import pruned_readme, save_pruned
     from .settings import torch_dtype
-    from .text import card_text
 
     k, folder = save_pruned_k(args), args.save_pruned[1]
     drop = card.pruned_set(k, args.save_method)
@@ -137,15 +180,17 @@ def _save_pruned(args, card, out_text) -> None:
     del loaded
     again = load_model(folder, device=args.device, dtype=torch_dtype(args.dtype))
     s = card.doc["settings"]
-    text = card_text(again.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(again.tokenizer, args.corpus, s)
     ppl = perplexity(again.model, make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device))
     expected = card.pruned_ppl(k, args.save_method)
     entry = next(e for e in card.doc["pruning"]["sets"] if e["k"] == k and e["method"] == args.save_method)
     command = card_command(args, card.doc["settings"])
-    (Path(folder) / "README.md").write_text(pruned_readme(card.doc, entry, ppl, command), encoding="utf-8")
+    info = {"folder": str(folder), "k": k, "layers": drop, "reloaded_ppl": ppl}
+    (Path(folder) / "README.md").write_text(pruned_readme(card.doc, entry, ppl, command, card_folder=out,
+                                                          folder=folder), encoding="utf-8")
     out_text.append(f"saved {folder} without layers {drop} (0-based); reloaded, it gives perplexity {ppl:.6g} on the "
                     f"card's tokens (the card measured {expected:.6g}; relative gap {abs(ppl - expected) / expected:.1e})")
+    return info
 
 
 def run_card(args) -> int:
@@ -164,9 +209,7 @@ def run_card(args) -> int:
         raise AnatomyKitError("--save-pruned needs the measured pruning of a full card; drop --quick")
     if args.lm_eval and args.quick:
         raise AnatomyKitError("--lm-eval runs on a full card's models and task; drop --quick")
-    if args.heal is not None and (args.quick or args.heal < 1):
-        raise AnatomyKitError(f"--heal {args.heal}: give a whole number of steps, at least 1, on a full card "
-                              "(not --quick)")
+    recipe, heal_ks = heal_request(args)                  # every healing option, before any work
     from .build import build_card
     from .cache import check_out_folder
     from .checks import check_request
@@ -176,73 +219,227 @@ def run_card(args) -> int:
         from .lm_eval_task import check_lm_eval
 
         check_lm_eval()
-    check_request(args.model, corpus=args.corpus, settings=settings,     # every argument, before any loading
-                  save_k=save_pruned_k(args) if args.save_pruned else None,
-                  save_method=args.save_method if args.save_pruned else None)
+    _, resolved = check_request(args.model, corpus=args.corpus, settings=settings,   # every argument, before loading
+                                save_k=save_pruned_k(args) if args.save_pruned else None,
+                                save_method=args.save_method if args.save_pruned else None)
+    if recipe is not None:
+        heal_ks = _check_heal_ks(heal_ks, resolved.max_prune)
+        if args.lora_targets and args.heal_method != "full":
+            from .loading import check_module_names
+
+            check_module_names(args.model, recipe.lora_targets)
     out = args.out or Path(f"card-{_slug(args.model)}")
     check_out_folder(out, {"name": args.model})        # before any work; write() checks the checksum too
     card = build_card(args.model, corpus=args.corpus, settings=settings, device=args.device,
                       cache_dir=args.cache or out / "cache")
-    paths = card.write(out)
+    task = None if card.quick else _lm_eval_task(args, card, out)
+    extras = {"lm_eval": task}
+    paths = card.write(out, extras=extras)
     lines = [repr(card), f"card: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"]
-    if not card.quick:
-        task = _lm_eval_task(args, card, out)
+    if task is not None:
         lines.append(f"lm-eval task ({task['round_trip_blocks']} of {task['blocks']} blocks re-tokenize "
-                     f"exactly): {task['command']}")
+                     f"exactly); from {out}: {task['command']}  (install: {task['install']})")
     if args.save_pruned:
-        _save_pruned(args, card, lines)
-    if args.heal:
-        _heal(args, card, out, lines)
+        extras["pruned"] = _save_pruned(args, card, lines, out)
+    if recipe is not None:
+        extras["heal"] = _heal(args, card, out, lines, recipe, heal_ks)
     if args.lm_eval:
-        _run_lm_eval(args, card, out, task, lines)
+        _run_lm_eval(args, card, out, lines)
+    if len(extras) > 1:
+        card.write(out, extras=extras)                   # the pages again, now naming the folders and healing
     print("\n".join(lines))
     return 0
+
+
+def heal_request(args) -> tuple[HealRecipe | None, list[int] | None]:
+    """The healing options checked together, before any work: ``(recipe without its method resolved, the k to
+    heal or None for every recommended k)``, or ``(None, None)`` without ``--heal``."""
+    lora_flags = [flag for flag, value in (("--lora-rank", args.lora_rank), ("--lora-alpha", args.lora_alpha),
+                                           ("--lora-targets", args.lora_targets)) if value is not None]
+    given = [flag for flag, value in (("--heal-k", args.heal_k), ("--heal-lr", args.heal_lr),
+                                      ("--heal-evals", args.heal_evals), ("--save-healed", args.save_healed))
+             if value is not None] + lora_flags + (["--heal-method"] if args.heal_method != "auto" else [])
+    if args.heal is None:
+        if given:
+            raise AnatomyKitError(f"{', '.join(given)} need(s) --heal STEPS")
+        return None, None
+    if args.quick or args.heal < 1:
+        raise AnatomyKitError(f"--heal {args.heal}: give a whole number of steps, at least 1, on a full card "
+                              "(not --quick)")
+    if lora_flags and args.heal_method == "full":
+        raise AnatomyKitError(f"{', '.join(lora_flags)} set(s) LoRA, but --heal-method full trains every parameter: "
+                              "drop them, or heal with --heal-method lora (or auto)")
+    ks = None
+    if args.heal_k is not None:
+        words = [w.strip() for w in args.heal_k.split(",")]
+        if not words or not all(w.isdigit() and int(w) >= 1 for w in words):
+            raise AnatomyKitError(f"--heal-k {args.heal_k!r}: give whole numbers of layers, at least 1, "
+                                  "separated by commas (e.g. 3 or 2,4)")
+        ks = sorted({int(w) for w in words})
+    if args.save_healed is not None:
+        if not args.save_pruned:
+            raise AnatomyKitError("--save-healed DIR saves the healed model of --save-pruned K; give --save-pruned too")
+        k = save_pruned_k(args)
+        if ks is not None and k not in ks:
+            raise AnatomyKitError(f"--save-healed saves k = {k} (from --save-pruned), but --heal-k {args.heal_k} "
+                                  f"does not heal it; add {k}")
+        if args.save_method != "greedy":
+            raise AnatomyKitError("--save-healed heals the recommended (greedy) set; drop --save-method")
+        _check_healed_folder(args)
+    targets = None
+    if args.lora_targets is not None:
+        targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    lr = args.heal_lr if args.heal_lr is not None else DEFAULT_LR["full"]
+    h = HealRecipe()
+    recipe = HealRecipe(method="full", steps=args.heal, lr=lr, evals=_or(args.heal_evals, h.evals),
+                        lora_rank=_or(args.lora_rank, h.lora_rank), lora_alpha=_or(args.lora_alpha, h.lora_alpha),
+                        lora_targets=targets)
+    try:
+        recipe.validate()
+    except AnatomyKitError as err:
+        raise AnatomyKitError(f"healing options: {err}") from None
+    return recipe, ks
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _check_healed_folder(args) -> None:
+    """--save-healed names a folder of its own: not the model's, the card's (--out) or the --save-pruned one
+    (saving there would overwrite their files)."""
+    healed = Path(args.save_healed).resolve()
+    others = {"--save-pruned": args.save_pruned[1], "--out": args.out or Path(f"card-{_slug(args.model or '')}"),
+              "the model's folder": args.model if args.model and Path(args.model).is_dir() else None}
+    for what, folder in others.items():
+        if folder is not None and Path(folder).resolve() == healed:
+            raise AnatomyKitError(f"--save-healed {args.save_healed!r} is {what} {str(folder)!r}: give the healed "
+                                  "model a folder of its own")
+
+
+def _check_heal_ks(ks: list[int] | None, max_prune: int) -> list[int] | None:
+    if ks is not None and ks[-1] > max_prune:
+        raise AnatomyKitError(f"--heal-k {ks[-1]}: the card measures pruned sets of 1..{max_prune} layers; give k ≤ "
+                              f"{max_prune} or a larger -K")
+    return ks
+
+
+def settings_text(tokenizer, corpus: str, settings: dict):
+    """The card's text (:func:`.text.card_text`) again, from the settings recorded in its card.json: the same
+    evaluation and calibration blocks, of the same split of the documents."""
+    from .text import card_text
+
+    return card_text(tokenizer, corpus, block_size=settings["block_size"],
+                     n_eval=settings["tokens"] // settings["block_size"],
+                     n_calibration=settings["calibration_tokens"] // settings["block_size"],
+                     split=settings.get("text_split", "standard"))
 
 
 def _lm_eval_task(args, card, out: Path) -> dict:
     from .lm_eval_task import write_lm_eval_task
     from .loading import load_tokenizer
-    from .text import card_text
 
     s = card.doc["settings"]
-    text = card_text(load_tokenizer(args.model), args.corpus, block_size=s["block_size"],
-                     n_eval=s["tokens"] // s["block_size"], n_calibration=s["calibration_tokens"] // s["block_size"])
+    text = settings_text(load_tokenizer(args.model), args.corpus, s)
     if text.token_sha256 != card.doc["text"]["token_sha256"]:
         raise AnatomyKitError("the corpus no longer gives the card's tokens; rebuild the card")   # pragma: no cover
     return write_lm_eval_task(out, card.doc, load_tokenizer(args.model), text.eval_blocks)
 
 
-def _heal(args, card, out: Path, lines: list) -> None:
+def _heal(args, card, out: Path, lines: list, recipe: HealRecipe, heal_ks: list[int] | None) -> dict:
+    """Heal the recommended sets and the control (:func:`.heal.heal_with_control`); write heal.json (and
+    the healed folder of ``--save-healed``); return heal.json's document."""
+    from dataclasses import replace
+
     from ..hf.evaluation import make_batches
     from ..hf.models import load_model
     from ..jsonio import write_json
-    from .heal import block_nll, heal_blocks, heal_pruned
+    from .cost import heal_estimate, model_shape
+    from .heal import choose_method, describe_k, heal_blocks, heal_with_control, recipe_terms
+    from .loading import available_memory
     from .settings import torch_dtype
-    from .text import card_text
 
     s = card.doc["settings"]
     loaded = load_model(args.model, device=args.device, dtype=torch_dtype(s["dtype"]))
-    text = card_text(loaded.tokenizer, args.corpus, block_size=s["block_size"], n_eval=s["tokens"] // s["block_size"],
-                     n_calibration=s["calibration_tokens"] // s["block_size"])
-    train, trained_on = heal_blocks(loaded.tokenizer, text, steps=args.heal, batch_size=s["batch_size"])
-    dev = next(loaded.model.parameters()).device
-    evals, calib = make_batches(text.eval_blocks, s["batch_size"], dev), make_batches(train, s["batch_size"], dev)
-    base = block_nll(loaded.model, evals)                 # the intact model's, on the same blocks
-    n = np.concatenate([(b.labels[:, 1:] != -100).sum(dim=1).cpu().numpy() for b in evals]).astype(float)
-    results = {}
-    for k, e in sorted(card.doc["pruning"]["recommended"].items(), key=lambda kv: int(kv[0])):
-        h = heal_pruned(loaded.model, e["layers"], calib, evals, steps=args.heal, base_rows=base, n_targets=n,
-                        seed=s["seed"], confidence=s["confidence"], trained_on=trained_on)
-        results[k] = h
-        g, v = h["gap_closed"], h["vs_intact"]
-        lines.append(f"healed k={k} {e['layers']} with {args.heal} steps: PPL {h['ppl_pruned']:.4g} → "
-                     f"{h['ppl_healed']:.4g} (intact {card.baseline_ppl:.4g}; healed vs intact {v['delta_pct']:+.1f} % "
-                     f"[{v['low']:+.1f}, {v['high']:+.1f}]); gap closed {100 * g['share']:.0f} % "
-                     f"[{100 * g['low']:.0f}, {100 * g['high']:.0f}]" + (f"; {h['reading']}" if h["reading"] else ""))
-    write_json(out / "heal.json", {"steps": args.heal, "layer_index_base": 0, "by_k": results})
+    model = loaded.model
+    text = settings_text(loaded.tokenizer, args.corpus, s)
+    dev = next(model.parameters()).device
+    shape = model_shape(model)
+    weight_bytes = next(model.parameters()).element_size()
+    choice = choose_method(args.heal_method, shape, block_size=s["block_size"], batch_size=s["batch_size"],
+                           weight_bytes=weight_bytes if weight_bytes in (2, 4) else 4,
+                           free_bytes=available_memory(dev), on_host=dev.type == "cpu", lora_rank=recipe.lora_rank)
+    lr = args.heal_lr if args.heal_lr is not None else DEFAULT_LR[choice["method"]]
+    recipe = replace(recipe, method=choice["method"], lr=lr, batch_size=s["batch_size"], seed=s["seed"]).validate()
+    recommended = card.doc["pruning"]["recommended"]
+    ks = heal_ks or sorted(int(k) for k in recommended)
+    drops = {str(k): recommended[str(k)]["layers"] for k in ks}
+    cost = heal_estimate(card.doc, shape, recipe, len(drops), device_type=dev.type)
+    when = "unknown (no timing recorded)" if cost["seconds"] is None else f"about {cost['seconds'] / 60:.0f} min"
+    print(f"healing: {choice['method']} ({choice['why']}); {recipe_terms(recipe)}; the control and k = "
+          f"{', '.join(drops)}: {cost['runs']} fine-tunes, {cost['flops']:.2g} FLOPs, {when} at "
+          f"{cost['rate_from']}", flush=True)
+    train, trained_on = heal_blocks(loaded.tokenizer, text, steps=recipe.steps, batch_size=recipe.batch_size)
+    evals = make_batches(text.eval_blocks, s["batch_size"], dev)
+    on_healed, healed_info = {}, {}
+    if args.save_healed:
+        k = str(save_pruned_k(args))
+        on_healed[k] = lambda m: healed_info.update(_save_healed_weights(m, drops[k], args.save_healed,
+                                                                         loaded.tokenizer))
+    start = time.perf_counter()
+    result = heal_with_control(model, drops, train, evals, recipe, confidence=s["confidence"], on_healed=on_healed,
+                               report=lambda line: print(line, flush=True))
+    seconds = time.perf_counter() - start
+    doc = {"steps": recipe.steps, "layer_index_base": 0, "recipe": recipe.to_dict(), "terms": recipe_terms(recipe),
+           "method_choice": choice, "trained_on": trained_on, "shared": result["shared"],
+           "control": result["control"], "by_k": result["by_k"],
+           "cost": {"estimate": cost, "seconds": seconds},
+           "command": heal_command(args, s, recipe, [int(k) for k in drops])}
+    for k, e in result["by_k"].items():
+        lines.append(describe_k(k, e))
+    lines.append(f"healing shared by the healed models and the control: {'; '.join(result['shared'])}")
+    lines.append(f"healing took {seconds / 60:.1f} min (estimated {when})")
+    del model, loaded
+    if args.save_healed:
+        doc["healed_folder"] = _finish_healed(args, card, doc, healed_info, lines, out)
+    write_json(out / "heal.json", doc)
+    lines.append(f"healing: {out / 'heal.json'}")
+    return doc
 
 
-def _run_lm_eval(args, card, out: Path, task: dict, lines: list) -> None:
+def _save_healed_weights(model, drop, folder, tokenizer) -> dict:
+    from .exports import save_pruned
+
+    save_pruned(model, drop, folder, tokenizer)
+    return {"folder": str(folder), "layers": list(drop)}
+
+
+def _finish_healed(args, card, doc: dict, info: dict, lines: list, out: Path) -> dict:
+    """Reload the saved healed folder, measure it on the card's tokens, write its README."""
+    from ..anatomy.blockwise import block_targets
+    from ..hf.evaluation import make_batches
+    from ..hf.models import load_model
+    from .exports import healed_readme
+    from .heal import block_nll
+    from .settings import torch_dtype
+
+    s, k = card.doc["settings"], str(save_pruned_k(args))
+    again = load_model(args.save_healed, device=args.device, dtype=torch_dtype(s["dtype"]))
+    text = settings_text(again.tokenizer, args.corpus, s)
+    batches = make_batches(text.eval_blocks, s["batch_size"], next(again.model.parameters()).device)
+    rows = block_nll(again.model, batches)
+    ppl = float(np.exp(rows.sum() / block_targets(batches).sum()))
+    measured = doc["by_k"][k]["ppl_healed"]
+    info = {**info, "k": int(k), "reloaded_ppl": ppl, "relative_gap": abs(ppl - measured) / measured}
+    (Path(args.save_healed) / "README.md").write_text(
+        healed_readme(card.doc, doc, k, ppl, card_folder=out, folder=args.save_healed), encoding="utf-8")
+    lines.append(f"saved the healed k={k} model to {args.save_healed} ({doc['recipe']['method']}"
+                 f"{', merged' if doc['recipe']['method'] == 'lora' else ''}); reloaded, it gives perplexity "
+                 f"{ppl:.6g} (the healing measured {measured:.6g}; relative gap {info['relative_gap']:.1e})")
+    return info
+
+
+def _run_lm_eval(args, card, out: Path, lines: list) -> None:
     from ..jsonio import write_json
     from .exports import mergekit_model
     from .lm_eval_task import run_lm_eval
@@ -252,7 +449,9 @@ def _run_lm_eval(args, card, out: Path, task: dict, lines: list) -> None:
     models = {"intact": where.replace("@", ",revision=", 1) if card.doc["model"]["source"] == "hub" else where}
     if args.save_pruned:
         models["pruned"] = str(Path(args.save_pruned[1]).resolve())
-    results = {name: run_lm_eval(m, tasks, include_path=task["include_path"], device=args.device
+    if args.save_healed:
+        models["healed"] = str(Path(args.save_healed).resolve())
+    results = {name: run_lm_eval(m, tasks, include_path=out / "lm_eval", device=args.device
                                  if args.device != "auto" else "cpu") for name, m in models.items()}
     path = write_json(out / "lm_eval_results.json", {"tasks": tasks, "models": models, "results": results})
     lines.append(f"lm-eval results: {path}")

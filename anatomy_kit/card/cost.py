@@ -8,17 +8,26 @@ other proposals are assumed to do the same). :func:`card_flops` turns either int
 count (2 FLOPs per weight and token, plus 4·T·d per layer and token for the attention scores, T the
 block size; :mod:`anatomy_kit.lm.estimates`). Layers that a causal edit or a pruned set skips still
 run (their output is then replaced), so they count. ``benchmarks/bench_card.py`` uses this to put a
-GPU estimate beside the CPU measurements. Used by the book page *Your model's report card*.
+GPU estimate beside the CPU measurements.
+
+Healing (:mod:`.heal`) is counted the same way: :func:`heal_passes` gives one fine-tune's passes
+(training forward and backward, three forward passes' worth for a full fine-tune and two for LoRA,
+whose frozen weights need no gradient; the evaluations of its schedule), :func:`heal_estimate` the
+FLOPs and the time of the control and every healed k, at the rate this card measured on this
+machine (:func:`measured_rate`) or, on a GPU, at the assumed training throughput of
+:data:`anatomy_kit.lm.estimates.ASSUMED_FLOPS`. :func:`model_shape` reads a loaded Hugging Face
+model's :class:`~anatomy_kit.lm.estimates.ModelShape`. Used by the book page *Your model's report card*.
 """
 
 from __future__ import annotations
 
-from ..lm.estimates import ModelShape, pass_flops
+from ..lm.estimates import ASSUMED_FLOPS, ModelShape, pass_flops
 from .causal import CAUSAL_SIGNALS
 from .settings import CardSettings
 from .work import geometry_blocks
 
-__all__ = ["STAGES", "card_passes", "planned_passes", "card_flops"]
+__all__ = ["STAGES", "card_passes", "planned_passes", "card_flops", "model_shape", "measured_rate", "heal_passes",
+           "heal_estimate"]
 
 STAGES = ("verification", "capture + cheap signals", "causal sweep", "geometric work", "greedy removal",
           "greedy on calibration halves", "pruned models")
@@ -86,3 +95,61 @@ def card_flops(passes: dict, shape: ModelShape, block_size: int) -> dict[str, fl
     ``shape.tied_head`` says whether the input embedding is the head or a lookup table of its own)."""
     return {stage: pass_flops(shape, layer_tokens, head_tokens, block_size)
             for stage, (layer_tokens, head_tokens) in passes.items()}
+
+
+def model_shape(model) -> ModelShape:
+    """The :class:`ModelShape` of a loaded Hugging Face causal LM: its parameters (a tied head once), its
+    layers, width, vocabulary, mean FFN width and FFN kind (SwiGLU where its MLP has a gate)."""
+    from ..hf.layers import decoder_layers
+    from .checks import config_ffn_widths
+
+    config = model.config
+    widths = config_ffn_widths(config)
+    gated = any("gate" in name for name, _ in decoder_layers(model)[0].named_modules())
+    return ModelShape(float(sum(p.numel() for p in model.parameters())), len(decoder_layers(model)),
+                      int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0)),
+                      int(config.vocab_size), round(sum(widths) / len(widths)) if widths else 0,
+                      "swiglu" if gated else "gelu",
+                      tied_head=bool(getattr(config, "tie_word_embeddings", True)))
+
+
+def measured_rate(doc: dict, shape: ModelShape) -> float | None:
+    """FLOP/s this card sustained: the FLOPs of its timed stages (:func:`card_passes`) over their wall time;
+    ``None`` when the card recorded no timing."""
+    timings = doc["provenance"].get("timings") or {}
+    flops = card_flops(card_passes(doc), shape, doc["text"]["block_size"])
+    timed = [(flops[k], t["wall_s"]) for k, t in timings.items() if k in flops and t.get("wall_s", 0) > 0]
+    seconds = sum(t for _, t in timed)
+    return sum(f for f, _ in timed) / seconds if timed and seconds > 0 else None
+
+
+def heal_passes(n_layers: int, *, steps: int, batch_size: int, block_size: int, n_evals: int, eval_tokens: int,
+                method: str) -> dict[str, tuple[float, float]]:
+    """``{"training": …, "evaluation": …}`` (layer-tokens, head-tokens) of one fine-tune (module docstring).
+
+    Every layer runs forward, a skipped one too (its output is then replaced); training counts
+    three forward passes' worth (forward, gradients of activations and of weights) for ``"full"``, two
+    for ``"lora"``. ``n_evals``: evaluations on the schedule, step 0 included."""
+    factor = {"full": 3, "lora": 2}[method]
+    tokens = steps * batch_size * block_size
+    return {"training": (factor * tokens * n_layers, factor * tokens),
+            "evaluation": (n_evals * eval_tokens * n_layers, n_evals * eval_tokens)}
+
+
+def heal_estimate(doc: dict, shape: ModelShape, recipe, n_healed: int, *, device_type: str) -> dict:
+    """FLOPs and seconds of healing ``n_healed`` pruned models and the control with ``recipe``
+    (:class:`.heal.HealRecipe`): on a CPU at :func:`measured_rate`, on a GPU at the assumed training
+    throughput (float32 or bfloat16 by the card's dtype). ``seconds`` is ``None`` without a rate."""
+    t = doc["text"]
+    passes = heal_passes(shape.n_layers, steps=recipe.steps, batch_size=recipe.batch_size,
+                         block_size=t["block_size"], n_evals=len(recipe.eval_steps()), eval_tokens=t["eval_tokens"],
+                         method=recipe.method)
+    per_run = sum(card_flops(passes, shape, t["block_size"]).values())
+    if device_type == "cpu":
+        rate, where = measured_rate(doc, shape), "the rate this card's own stages ran at on this machine"
+    else:
+        kind = "train-fp32" if doc["settings"]["dtype"] == "float32" else "train-bf16"
+        rate, where = ASSUMED_FLOPS[kind], f"an assumed {ASSUMED_FLOPS[kind] / 1e12:.0f} TFLOP/s ({kind})"
+    runs = n_healed + 1
+    return {"runs": runs, "flops_per_run": per_run, "flops": per_run * runs, "rate_flops_per_s": rate,
+            "rate_from": where, "seconds": None if not rate else per_run * runs / rate}

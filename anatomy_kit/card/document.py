@@ -93,11 +93,13 @@ class Card:
         """Write the document (validated first) as JSON."""
         return write_json(path, validate_card(self.doc))
 
-    def write(self, out: str | Path) -> dict[str, Path]:
-        """Write ``card.json``, ``card.schema.json``, ``card.html``, ``card.md`` and the exports into ``out``."""
+    def write(self, out: str | Path, extras: dict | None = None) -> dict[str, Path]:
+        """Write ``card.json``, ``card.schema.json``, ``card.html``, ``card.md`` and the exports into ``out``;
+        ``extras`` (the command's): the lm-eval task, the pruned folder and healing the pages name
+        (:func:`.exports.export_guide`)."""
         from .render import write_card
 
-        return write_card(self, Path(out))
+        return write_card(self, Path(out), extras)
 
 
 def load_card(path: str | Path) -> Card:

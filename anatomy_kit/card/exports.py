@@ -12,23 +12,40 @@
   Qwen 2/3's sliding-window pattern, …: any list with one entry per layer) keeps the entries of the
   kept layers, so each kept layer gets the attention type it had.
 
+What a user holding only the folders needs: :func:`export_guide` lists every export with the exact
+command that uses it (run from the card's folder) and the install lines, for ``card.md`` and
+``card.html``; :func:`pruned_readme` and :func:`healed_readme` (the model cards of ``--save-pruned``
+and ``--save-healed`` folders) give the same commands from the model's folder. Everything in the
+card's folder is relative to it except the mergekit configs' ``model:``, which mergekit resolves
+against the directory it runs in: :func:`mergekit_rewrite_command` rewrites it when the model's folder
+moved (a hub model's ``id@revision`` never needs it). Checked with mergekit 0.1.5 and lm-eval 0.4.13.
+
 Used by the book page *Your model's report card*.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import shlex
 from pathlib import Path
 from typing import Sequence
 
 import yaml
 from torch import nn
 
+from .heal import share_text
+
 from ..hf.layers import decoder_layers
 from ..jsonio import write_json
 from ..validate import AnatomyKitError
 
-__all__ = ["kept_slices", "mergekit_model", "mergekit_yaml", "pruned_readme", "write_exports", "pruned_config", "save_pruned"]
+__all__ = ["kept_slices", "mergekit_model", "mergekit_yaml", "pruned_readme", "healed_readme", "write_exports",
+           "pruned_config", "save_pruned", "MERGEKIT_INSTALL", "MERGEKIT_CHECKED", "mergekit_command",
+           "mergekit_rewrite_command", "export_guide"]
+
+#: how mergekit is installed, and the release the passthrough configs were checked with
+MERGEKIT_INSTALL, MERGEKIT_CHECKED = "pip install mergekit", "0.1.5"
 
 
 def kept_slices(n_layers: int, drop: Sequence[int]) -> list[tuple[int, int]]:
@@ -108,10 +125,111 @@ def write_exports(doc: dict, out: Path) -> dict[str, Path]:
     return paths
 
 
-def pruned_readme(doc: dict, entry: dict, reloaded_ppl: float, command: str) -> str:
+def mergekit_command(k: int | str, folder: str = "mergekit") -> str:
+    """The command that builds the pruned model of k from its passthrough config (run from the card's folder)."""
+    return f"mergekit-yaml {folder}/passthrough_k{k}.yaml ./pruned-k{k} --copy-tokenizer"
+
+
+def mergekit_rewrite_command(doc: dict, folder: str = "mergekit") -> str | None:
+    """The command that points every passthrough config at the model's new folder (``NEW_FOLDER``) when the
+    model moved (GNU sed; macOS's wants ``sed -i ''``); ``None`` for a hub model, whose ``id@revision``
+    holds anywhere."""
+    where = mergekit_model(doc["model"])
+    if where is None or doc["model"]["source"] == "hub":
+        return None
+    written = yaml.safe_dump({"model": where}).split(":", 1)[1].strip()
+    pattern = "".join("\\" + ch if ch in "\\[]*^$|&" else ch for ch in written)
+    return f"sed -i {shlex.quote(f's|model: {pattern}$|model: NEW_FOLDER|')} {folder}/passthrough_k*.yaml"
+
+
+def export_guide(doc: dict, extras: dict | None = None, out: str | Path | None = None) -> list[dict]:
+    """Every export of the card's folder with what it is and the command that uses it (run from the card's
+    folder); ``extras``: ``lm_eval`` (:func:`.lm_eval_task.write_lm_eval_task`'s info), ``pruned`` and
+    ``heal`` (what the command saved), ``out`` the card's folder (folders outside it are named relative
+    to it). Each entry: ``{"file", "what", "commands": [...]}``."""
+    from .lm_eval_task import LM_EVAL_CHECKED, LM_EVAL_INSTALL, lm_eval_command
+
+    extras = extras or {}
+    rel = (lambda f: os.path.relpath(f, out)) if out is not None else str
+    out_list = [{"file": "card.json", "what": "every number of this card (schema card.schema.json)", "commands": []},
+                {"file": "widths.json", "what": "today's FFN widths and the suggested ones", "commands": []}]
+    if doc["pruning"] is None:
+        return out_list
+    out_list.append({"file": "drop_list.json", "what": "every measured pruned set per k (0-based layers) and the "
+                                                       "recommended one", "commands": []})
+    where = mergekit_model(doc["model"])
+    if where is not None:
+        ks = sorted(doc["pruning"]["recommended"], key=int)
+        move = mergekit_rewrite_command(doc)
+        out_list.append({
+            "file": "mergekit/passthrough_k*.yaml",
+            "what": (f"mergekit passthrough configs, one per k ({', '.join(ks)}), that build the model without "
+                     f"greedy's k layers from `{where}` (checked with mergekit {MERGEKIT_CHECKED})"
+                     + ("" if move is None else "; if that folder moved, point the configs at its new place "
+                                                "with the second command (NEW_FOLDER: the model's folder now)")),
+            "commands": [MERGEKIT_INSTALL, mergekit_command(ks[-1])] + ([] if move is None else [move])})
+    task = extras.get("lm_eval")
+    if task:
+        intact = where.replace("@", ",revision=", 1) if doc["model"]["source"] == "hub" and where else (where or "DIR")
+        cmds = [LM_EVAL_INSTALL, lm_eval_command(doc, intact)]
+        if extras.get("pruned"):
+            cmds.append(lm_eval_command(doc, rel(extras["pruned"]["folder"])))
+        out_list.append({"file": "lm_eval/", "what": (f"an lm-evaluation-harness task, `{task['task']}`, that scores "
+                                                      f"a model on this card's {task['blocks']} evaluation blocks "
+                                                      f"(its metric token_perplexity is the card's perplexity; "
+                                                      f"`--model hf` needs the `[hf]` extra; checked with lm-eval "
+                                                      f"{LM_EVAL_CHECKED}); the folder moves freely"),
+                         "commands": cmds})
+    if extras.get("pruned"):
+        p = extras["pruned"]
+        out_list.append({"file": rel(p["folder"]), "what": f"the model without layers {p['layers']} (k = {p['k']}), "
+                                                          "a Hugging Face folder; its README.md says how it was made "
+                                                          "and measured", "commands": []})
+    heal = extras.get("heal")
+    if heal:
+        out_list.append({"file": "heal.json", "what": "healing against its control: the recipe, the curves, every "
+                                                      "interval (the Healing section below)", "commands": []})
+        if heal.get("healed_folder"):
+            h = heal["healed_folder"]
+            out_list.append({"file": rel(h["folder"]), "what": f"the healed model of k = {h['k']} "
+                                                               f"({heal['recipe']['method']}, merged), a Hugging Face "
+                                                               "folder with its README.md",
+                             "commands": [lm_eval_command(doc, rel(h["folder"]))] if task else []})
+    return out_list
+
+
+def _card_folder_block(card_folder: str | Path | None, folder: str | Path | None) -> str:
+    if card_folder is None:
+        return "CARD=path/to/the/card/folder"
+    rel = os.path.relpath(Path(card_folder).resolve(), Path(folder).resolve()) if folder is not None else card_folder
+    return f"CARD={shlex.quote(str(rel))}      # the card's folder, from this one (set it to wherever it lies now)"
+
+
+def _check_commands(doc: dict, k: int, ppl: float, card_folder, folder, rebuild: bool) -> list[str]:
+    from .lm_eval_task import LM_EVAL_CHECKED, LM_EVAL_INSTALL, task_name
+
+    lines = ["## Check it", "",
+             "From this folder, with the card's folder at hand (it holds the lm-eval task and the mergekit configs):",
+             "", "```bash", _card_folder_block(card_folder, folder),
+             f"{LM_EVAL_INSTALL}      # --model hf needs the [hf] extra; checked with lm-eval {LM_EVAL_CHECKED}",
+             f"lm_eval --model hf --model_args pretrained=. --include_path $CARD/lm_eval --tasks {task_name(doc)}"]
+    if rebuild:
+        lines += [f"{MERGEKIT_INSTALL}      # checked with mergekit {MERGEKIT_CHECKED}",
+                  f"mergekit-yaml $CARD/mergekit/passthrough_k{k}.yaml ./rebuilt --copy-tokenizer"]
+    lines += ["```", "", f"lm-eval's `token_perplexity` should read {ppl:.6g} (this folder's perplexity on the "
+                         "card's tokens)" + ("; mergekit's `./rebuilt` holds the same weights as this folder, bit for "
+                                             "bit." if rebuild else "."),
+              "If the card's folder moved, set `CARD` to its place; if the base model's folder moved too, the card's "
+              "page gives the command that points the mergekit configs at it.", ""]
+    return lines
+
+
+def pruned_readme(doc: dict, entry: dict, reloaded_ppl: float, command: str, *, card_folder: str | Path | None = None,
+                  folder: str | Path | None = None) -> str:
     """The ``README.md`` model card of a ``--save-pruned`` folder: base model and revision, the dropped
     layers (0-based), the card's measured perplexity with its interval, the reloaded folder's, the text
-    it was measured on, and the command that made it."""
+    it was measured on, the commands that check it with lm-eval and rebuild it with mergekit (from this
+    folder, the card's folder named relative to it), and the command that made it."""
     m, t, b = doc["model"], doc["text"], doc["baseline"]
     kept = m["n_layers"] - len(entry["layers"])
     return "\n".join([
@@ -131,12 +249,60 @@ def pruned_readme(doc: dict, entry: dict, reloaded_ppl: float, command: str) -> 
         f"- This folder, reloaded with `from_pretrained`, gives perplexity {reloaded_ppl:.6g} on the same tokens.",
         f"- Token ids sha256 {t['token_sha256']}.",
         "",
+        *_check_commands(doc, len(entry["layers"]), reloaded_ppl, card_folder, folder,
+                         rebuild=entry["method"] == "greedy"),
         "## Made with",
         "",
         f"```\n{command}\n```",
         "",
         f"anatomy_kit layer report card (card key {doc['key']}); `anatomy_kit_pruned.json` lists the dropped "
         "layers for tools.",
+        ""])
+
+
+def _ci(e: dict) -> str:
+    return f"{e['delta_pct']:+.1f} % [{e['low']:+.1f}, {e['high']:+.1f}]"
+
+
+def healed_readme(doc: dict, heal: dict, k: str, reloaded_ppl: float, *, card_folder: str | Path | None = None,
+                  folder: str | Path | None = None) -> str:
+    """The ``README.md`` model card of a ``--save-healed`` folder: what was removed, how it was healed (the
+    recipe, the text), what the healing measured against the intact model healed the same way (the
+    control) and against the untuned one, and how to check it."""
+    m, t = doc["model"], doc["text"]
+    e, c, r = heal["by_k"][k], heal["control"], heal["recipe"]
+    merged = (" The LoRA adapters are merged into the weights: this is a plain model, no adapter files."
+              if r["method"] == "lora" else "")
+    return "\n".join([
+        f"# {m['name']} without layers {e['layers']}, healed",
+        "",
+        f"A pruned copy of **{m['name']}** (revision {m.get('revision') or 'not recorded'}) with layers {e['layers']} "
+        f"(0-based) removed, then fine-tuned ({heal['recipe']['method']}): {heal['terms']}.{merged}",
+        "",
+        "## How it was healed",
+        "",
+        f"- Text: {heal['trained_on']} of `{t['corpus']}` (never a document of the evaluation half).",
+        f"- Method chosen: {heal['method_choice']['method']} ({heal['method_choice']['why']}).",
+        "- The control: the intact model fine-tuned the same way. Shared: " + "; ".join(heal["shared"]) + ".",
+        "- Not shared: " + "; ".join(e["differs"]) + ".",
+        "",
+        "## Measured (on the card's evaluation blocks, 95 % t intervals paired over the blocks)",
+        "",
+        f"- Perplexity {e['ppl_pruned']:.6g} pruned → {e['ppl_healed']:.6g} healed; the intact model healed alike: "
+        f"{c['ppl_before']:.6g} → {e['ppl_control']:.6g}.",
+        f"- Healed pruned against the intact model healed alike: ΔPPL {_ci(e['vs_control'])}.",
+        f"- Share of the pruning gap (ΔPPL {_ci(e['gap_before'])} before healing) that healing closes: "
+        f"{share_text(e['gap_closed'])}.",
+        f"- Secondary, against the untuned intact model ({c['ppl_before']:.6g}): ΔPPL {_ci(e['untuned']['vs_intact'])}"
+        + (f" — {e['untuned']['reading']}" if e["untuned"]["reading"] else "") + ".",
+        f"- This folder, reloaded with `from_pretrained`, gives perplexity {reloaded_ppl:.6g} on the same tokens.",
+        "",
+        *_check_commands(doc, len(e["layers"]), reloaded_ppl, card_folder, folder, rebuild=False),
+        "## Made with",
+        "",
+        f"```\n{heal['command']}\n```",
+        "",
+        f"anatomy_kit layer report card (card key {doc['key']}); `heal.json` in the card's folder holds every number.",
         ""])
 
 

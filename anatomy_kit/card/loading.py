@@ -38,7 +38,7 @@ from .settings import CardSettings, default_max_prune
 from .signals import max_offset
 
 __all__ = ["causal_lm_types", "looks_like_path", "model_source", "model_config",
-           "check_architecture", "MemoryEstimate", "estimate_memory", "available_memory",
+           "check_architecture", "check_module_names", "MemoryEstimate", "estimate_memory", "available_memory",
            "check_memory", "verify_layer_access", "model_location", "model_identity", "load_tokenizer"]
 
 _WEIGHT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".py", ".tiktoken")
@@ -141,6 +141,22 @@ def _count_parameters(config) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
+
+
+def check_module_names(name: str, targets) -> None:
+    """Refuse ``--lora-targets`` that name no linear map of the model's decoder layers, from the configuration
+    alone (the model built on the ``meta`` device: no weight is read)."""
+    from transformers import AutoModelForCausalLM
+
+    from .heal import lora_target_names
+
+    config, _, _ = model_config(name)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    try:
+        lora_target_names(model, [0], targets)
+    except AnatomyKitError as err:
+        raise AnatomyKitError(f"--lora-targets: {err}") from None
 
 
 def estimate_memory(config, settings: CardSettings, *, device_type: str = "cpu") -> MemoryEstimate:

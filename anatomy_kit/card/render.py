@@ -3,7 +3,9 @@
 ``card.html`` carries its figures inline (base64 PNG) and its style in the page: it makes no network
 request and opens offline. ``card.md`` holds the same tables; its figures are PNG files in
 ``figures/`` beside it. :func:`write_card` writes both, the JSON and its schema, and the exports of
-:mod:`.exports`, after checking that the folder does not hold another model's card.
+:mod:`.exports`, after checking that the folder does not hold another model's card. Both pages end
+with the exports, each with the command that uses it (:func:`.exports.export_guide`), and, after
+``--heal``, the healing measured against its control (:func:`healing_lines`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from pathlib import Path
 
 from ..stats import format_p, signed
 from .cache import check_out_folder
-from .exports import write_exports
+from .exports import export_guide, write_exports
+from .heal import share_text
 from .figures import FIGURES, png_bytes
 from .provenance import describe_provenance
 from .schema import CARD_SCHEMA
 
-__all__ = ["tables", "card_html", "card_markdown", "write_card"]
+__all__ = ["tables", "card_html", "card_markdown", "write_card", "healing_lines"]
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}th,td{border:1px solid #ccc;padding:2px 6px;
@@ -112,6 +115,28 @@ def _summary(doc: dict) -> list[str]:
     return lines
 
 
+def healing_lines(heal: dict) -> tuple[list[str], tuple[list[str], list[list[str]]]]:
+    """The healing section: sentences (the recipe, the method's choice, what the healed models and the control
+    share and do not) and a table, one row per healed k."""
+    c, choice = heal["control"], heal["method_choice"]
+    lines = [f"Healing: {heal['terms']}. Method {choice['method']}: {choice['why']}.",
+             f"Trained on {heal['trained_on']}, never an evaluation document.",
+             f"The control is the intact model fine-tuned the same way: perplexity {c['ppl_before']:.4g} → "
+             f"{c['ppl_after']:.4g} ({_delta(c['vs_untuned'])} %: what the fine-tune alone does to this text).",
+             "The healed models and the control share " + "; ".join(heal["shared"]) + ".",
+             "They differ only where pruning made them differ: " + "; ".join(
+                 next(iter(heal["by_k"].values()))["differs"][:1]) + " (per k below).",
+             "Share of the gap closed: 1 − (healed pruned − healed intact) / (pruned − intact) in mean NLL per token, "
+             "paired over the evaluation blocks, with Fieller's interval. The comparison with the untuned intact "
+             "model is secondary: it mixes repairing the pruning with adapting to the text."]
+    head = ["k", "layers removed", "PPL pruned → healed", "vs intact healed alike, ΔPPL % [95 % CI]",
+            "gap closed [95 % CI]", "vs untuned intact (secondary)"]
+    rows = [[k, ", ".join(map(str, e["layers"])), f"{e['ppl_pruned']:.4g} → {e['ppl_healed']:.4g}",
+             _delta(e["vs_control"]), share_text(e["gap_closed"]), _delta(e["untuned"]["vs_intact"])]
+            for k, e in sorted(heal["by_k"].items(), key=lambda kv: int(kv[0]))]
+    return lines, (head, rows)
+
+
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th{' class=l' if i == 0 else ''}>{html.escape(h)}</th>" for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(f"<td{' class=l' if i in (0, len(r) - 1) else ''}>{html.escape(c)}</td>"
@@ -132,8 +157,10 @@ _TITLES = {"layers": "Per-layer table", "agreement": "Agreement between signals"
            "widths": "FFN widths"}
 
 
-def card_html(doc: dict, figures: list[tuple[str, str, bytes]] | None = None) -> str:
-    """The card as one self-contained HTML page (no external request)."""
+def card_html(doc: dict, figures: list[tuple[str, str, bytes]] | None = None, extras: dict | None = None,
+              out: Path | None = None) -> str:
+    """The card as one self-contained HTML page (no external request); ``extras`` and ``out`` as in
+    :func:`.exports.export_guide`."""
     figures = _figures(doc) if figures is None else figures
     m = doc["model"]
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Layer report card: "
@@ -149,6 +176,16 @@ def card_html(doc: dict, figures: list[tuple[str, str, bytes]] | None = None) ->
         parts.append(f"<h2>{_TITLES[name]}</h2>" + _html_table(head, rows))
     if doc["pruning"] is not None:
         parts.append(f"<p>{html.escape(doc['pruning']['rescored'])}</p>")
+    extras = extras or {}
+    if extras.get("heal"):
+        lines, (head, rows) = healing_lines(extras["heal"])
+        parts.append("<h2 id=healing>Healing, against its control</h2>"
+                     + "".join(f"<p>{html.escape(x)}</p>" for x in lines) + _html_table(head, rows))
+    parts.append("<h2 id=exports>Exports, and the commands that use them</h2><p>Run from this card's folder.</p><ul>")
+    for e in export_guide(doc, extras, out):
+        cmds = "".join(f"<pre>{html.escape(c)}</pre>" for c in e["commands"])
+        parts.append(f"<li><code>{html.escape(e['file'])}</code>: {html.escape(e['what'])}{cmds}</li>")
+    parts.append("</ul>")
     parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in doc["notes"]) + "</ul>")
     return "".join(parts) + "</body></html>"
 
@@ -159,33 +196,46 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
 
 
-def card_markdown(doc: dict, figure_files: list[tuple[str, str]] = ()) -> str:
-    """The card as Markdown; ``figure_files`` are ``(caption, relative path)`` of its PNG figures."""
+def card_markdown(doc: dict, figure_files: list[tuple[str, str]] = (), extras: dict | None = None,
+                  folder: Path | None = None) -> str:
+    """The card as Markdown; ``figure_files`` are ``(caption, relative path)`` of its PNG figures; ``extras``
+    and ``folder`` (the card's) as in :func:`.exports.export_guide`."""
     out = [f"# Layer report card: {doc['model']['name']}", ""] + [f"> {x}" for x in describe_provenance(doc)]
     out += ["", "## Summary", ""] + [f"- {x}" for x in _summary(doc)] + [""]
     for caption, rel in figure_files:
         out += [f"![{caption}]({rel})", ""]
     for name, (head, rows) in tables(doc).items():
         out += [f"## {_TITLES[name]}", "", _md_table(head, rows), ""]
-    out += ["## Notes", ""] + [f"- {n}" for n in doc["notes"]]
+    extras = extras or {}
+    if extras.get("heal"):
+        lines, (head, rows) = healing_lines(extras["heal"])
+        out += ["## Healing, against its control", ""] + lines[:1] + [""] + [f"- {x}" for x in lines[1:]]
+        out += ["", _md_table(head, rows), ""]
+    out += ["## Exports, and the commands that use them", "", "Run from this card's folder.", ""]
+    for e in export_guide(doc, extras, folder):
+        out.append(f"- `{e['file']}`: {e['what']}")
+        if e["commands"]:
+            out += ["", "  ```bash"] + [f"  {c}" for c in e["commands"]] + ["  ```", ""]
+    out += ["", "## Notes", ""] + [f"- {n}" for n in doc["notes"]]
     return "\n".join(out) + "\n"
 
 
-def write_card(card, out: Path) -> dict[str, Path]:
-    """Write card.json, card.schema.json, card.html, card.md, figures/ and the exports into ``out``."""
+def write_card(card, out: Path, extras: dict | None = None) -> dict[str, Path]:
+    """Write card.json, card.schema.json, the exports, figures/, card.html and card.md into ``out``
+    (``extras``: what the command wrote beside the card, :func:`.exports.export_guide`)."""
     doc = card.doc
     check_out_folder(out, doc["model"])
     out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": card.save_json(out / "card.json")}
+    (out / "card.schema.json").write_text(json.dumps(CARD_SCHEMA, indent=1), encoding="utf-8")
+    paths.update(write_exports(doc, out))
     figures = _figures(doc)
     (out / "figures").mkdir(exist_ok=True)
     files = []
     for anchor, caption, png in figures:
         (out / "figures" / f"{anchor}.png").write_bytes(png)
         files.append((caption, f"figures/{anchor}.png"))
-    paths = {"json": card.save_json(out / "card.json")}
-    (out / "card.schema.json").write_text(json.dumps(CARD_SCHEMA, indent=1), encoding="utf-8")
-    (out / "card.html").write_text(card_html(doc, figures), encoding="utf-8")
-    (out / "card.md").write_text(card_markdown(doc, files), encoding="utf-8")
+    (out / "card.html").write_text(card_html(doc, figures, extras, out), encoding="utf-8")
+    (out / "card.md").write_text(card_markdown(doc, files, extras, out), encoding="utf-8")
     paths.update(schema=out / "card.schema.json", html=out / "card.html", markdown=out / "card.md")
-    paths.update(write_exports(doc, out))
     return paths

@@ -19,6 +19,10 @@ estimates to plan a run, not measurements (``benchmarks/gpu_check.py`` compares 
 ``torch.cuda.max_memory_allocated``); replace the assumed throughput by a measured one
 (``--flops`` below, e.g. ``train.flops_per_s`` from gpu_check's JSON). :func:`choose_micro_batch`
 turns the memory model into a micro-batch and activation checkpointing that fit a GPU.
+:func:`fine_tune_memory` applies the same model to fine-tuning a pretrained model in its own
+dtype, every parameter (AdamW's states in the weights' dtype) or LoRA adapters
+(:func:`lora_parameters`; the frozen weights once, the adapters and their AdamW states in
+float32): the card's healing (:mod:`anatomy_kit.card.heal`) chooses between the two with it.
 :mod:`anatomy_kit.book.chapter_costs` counts each chapter's dominant work with it, at full scale and
 at the hour presets (the page on running).
 """
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from ..validate import AnatomyKitError, check_choice, check_int
 
 __all__ = ["ModelShape", "HUB_SHAPES", "ASSUMED_SHARE", "ASSUMED_FLOPS", "ADAMW_STATE_BYTES", "AUTOCAST_COPY_BYTES",
-           "Estimate", "forward_flops", "training_memory",
+           "Estimate", "forward_flops", "training_memory", "LORA_TARGETS", "lora_parameters", "fine_tune_memory",
            "activation_bytes", "MemoryPlan", "choose_micro_batch", "duration", "width_solver_rules",
            "width_solver_runs", "pass_flops", "preset_config", "preset_shape", "lm_shape"]
 
@@ -130,14 +134,67 @@ def training_memory(m: ModelShape, seq_len: int, batch: int, *, checkpointing: b
     at once). With activation checkpointing each layer keeps only its float32 input (4·d), and one
     layer's activations exist at a time (while it is recomputed).
     """
+    check_choice("precision", precision, ("bf16", "fp32"))
+    states = (ADAMW_STATE_BYTES + (AUTOCAST_COPY_BYTES if precision == "bf16" else 0)) * m.params
+    return states + _step_activations(m, seq_len, batch, checkpointing, precision)
+
+
+def _step_activations(m: ModelShape, seq_len: int, batch: int, checkpointing: bool, precision: str,
+                      extra_per_layer: float = 0.0) -> float:
+    """What one training step keeps for its backward pass, in bytes (:func:`training_memory`)."""
     check_int("seq_len", seq_len, minimum=1)
     check_int("batch", batch, minimum=1)
     a = 2 if check_choice("precision", precision, ("bf16", "fp32")) == "bf16" else 4
-    states = (ADAMW_STATE_BYTES + (AUTOCAST_COPY_BYTES if precision == "bf16" else 0)) * m.params
-    layer = activation_bytes(m, precision)
+    layer = activation_bytes(m, precision) + extra_per_layer
     layers = (m.n_layers * 4 * m.d_model + layer) if checkpointing else m.n_layers * layer
     head = m.norm_bytes() + a * m.d_model + 12 * m.vocab
-    return states + seq_len * batch * (layers + head)
+    return seq_len * batch * (layers + head)
+
+
+#: the linear maps of a decoder layer that LoRA may adapt, as (input, output) widths in units of the
+#: model width d and the FFN width w (a GELU FFN has no gate); k and v are counted at width d, an
+#: upper bound for grouped-query attention, whose k and v are narrower
+LORA_TARGETS = {"q": ("d", "d"), "k": ("d", "d"), "v": ("d", "d"), "o": ("d", "d"),
+                "gate": ("d", "w"), "up": ("d", "w"), "down": ("w", "d")}
+
+
+def lora_parameters(m: ModelShape, rank: int, targets=tuple(LORA_TARGETS)) -> float:
+    """Parameters LoRA adds: ``rank · (in + out)`` for every adapted matrix of every layer (``targets``
+    among :data:`LORA_TARGETS`; ``gate`` only where the FFN is SwiGLU)."""
+    check_int("rank", rank, minimum=1)
+    widths = {"d": m.d_model, "w": m.width}
+    per_layer = 0
+    for name in targets:
+        check_choice("LoRA target", name, tuple(LORA_TARGETS))
+        if name == "gate" and m.ffn != "swiglu":
+            continue
+        a, b = LORA_TARGETS[name]
+        per_layer += rank * (widths[a] + widths[b])
+    return float(per_layer * m.n_layers)
+
+
+def fine_tune_memory(m: ModelShape, seq_len: int, batch: int, *, method: str = "full", weight_bytes: int = 4,
+                     lora_rank: int = 16, lora_targets=tuple(LORA_TARGETS), checkpointing: bool = False) -> float:
+    """Peak bytes of one AdamW step fine-tuning a pretrained model held in ``weight_bytes`` per weight.
+
+    ``"full"``: every parameter trains and AdamW keeps its states in the weights' dtype (weights,
+    gradients, two moments: ``4 · weight_bytes`` per parameter, :data:`ADAMW_STATE_BYTES` in
+    float32). ``"lora"``: the weights are frozen (``weight_bytes`` each) and the adapters of
+    :func:`lora_parameters` train in float32 (:data:`ADAMW_STATE_BYTES` each); each adapted matrix
+    keeps its ``rank`` intermediate values per token for the backward pass. Activations as in
+    :func:`training_memory`, float32 (``"fp32"``) for 4-byte weights and ``"bf16"`` otherwise (a
+    model held in bfloat16 keeps its residual stream in bfloat16, so this errs high).
+    """
+    check_choice("method", method, ("full", "lora"))
+    check_choice("weight_bytes", weight_bytes, (2, 4))
+    precision = "fp32" if weight_bytes == 4 else "bf16"
+    if method == "full":
+        return 4 * weight_bytes * m.params + _step_activations(m, seq_len, batch, checkpointing, precision)
+    adapters = lora_parameters(m, lora_rank, lora_targets)
+    n_adapted = sum(1 for t in lora_targets if not (t == "gate" and m.ffn != "swiglu"))
+    extra = n_adapted * lora_rank * weight_bytes          # each adapter's rank-wide intermediate, per token
+    return (weight_bytes * m.params + ADAMW_STATE_BYTES * adapters
+            + _step_activations(m, seq_len, batch, checkpointing, precision, extra))
 
 
 @dataclass(frozen=True)
