@@ -5,10 +5,9 @@ Pure functions; bad input (empty, NaN, mismatched lengths, too few values) raise
 :func:`paired_t_interval` (t interval of paired differences: with 3 seeds it covers at its stated
 rate, a percentile bootstrap only about 0.67, see ``tests/test_stats.py``); :func:`sign_flip_test`
 and :func:`sign_flip_interval` (exact over all ``2**n`` sign patterns); :func:`paired_difference`
-(pairs ``{seed: value}`` results); :func:`paired_ratio_interval` (Fieller's interval of a ratio of two
-paired means); :func:`spearman` and :func:`format_spearman` (exact p for
-n ≤ 9, permutation above, no p printed below 6 points); :func:`permutation_null` (a depth-profile
-statistic against shuffled layer orders).
+(pairs ``{seed: value}`` results); :func:`spearman` and :func:`format_spearman` (exact p for n ≤ 9,
+permutation above, no p printed below 6 points); :func:`permutation_null` (a depth-profile statistic
+against shuffled layer orders). A ratio of paired means: :mod:`anatomy_kit.ratio_interval`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from scipy import stats as _sps
 from .validate import AnatomyKitError, check_choice, check_int
 from .overlap import overlap_chance  # the chance of a set overlap (here for one import path)
 
-__all__ = ["Interval", "TInterval", "paired_t_interval", "RatioInterval", "paired_ratio_interval", "SignFlipResult", "sign_flip_test", "SignFlipInterval", "signed",
+__all__ = ["Interval", "TInterval", "paired_t_interval", "SignFlipResult", "sign_flip_test", "SignFlipInterval", "signed",
            "sign_flip_interval", "PairedComparison", "paired_difference", "overlap_chance", "SpearmanResult", "spearman", "format_spearman",
            "format_p", "PermutationNull", "permutation_null"]
 
@@ -113,51 +112,6 @@ def paired_t_interval(deltas: Any, confidence: float = 0.95) -> TInterval:
     sd = float(d.std(ddof=1))
     half = float(_sps.t.ppf(0.5 + c / 2, n - 1)) * sd / math.sqrt(n)
     return TInterval(mean, mean - half, mean + half, n, sd, n - 1, c)
-
-
-@dataclass(frozen=True)
-class RatioInterval:
-    """Fieller's interval of ``ratio = mean(numerator) / mean(denominator)`` over paired units.
-
-    ``bounded`` is False when the denominator's own t interval contains 0: the confidence set is
-    then not an interval (``low = −inf``, ``high = +inf``), and no ratio can be excluded.
-    """
-
-    ratio: float
-    low: float
-    high: float
-    n: int
-    confidence: float
-    bounded: bool
-
-
-def paired_ratio_interval(numerator: Any, denominator: Any, confidence: float = 0.95) -> RatioInterval:
-    """Fieller's interval for the ratio of two means measured on the same ``n`` units.
-
-    The set of ``ρ`` whose paired difference ``numerator − ρ·denominator`` has a Student-t interval
-    (:func:`paired_t_interval`, ``n − 1`` degrees of freedom) containing 0: the roots of
-    ``ρ²(ȳ² − q·s_yy) − 2ρ(x̄ȳ − q·s_xy) + (x̄² − q·s_xx) = 0`` with ``q = t²/n`` (x the numerator,
-    y the denominator, ``s`` sample (co)variances). Bounded exactly when the denominator's mean is
-    resolved (``ȳ² > q·s_yy``, its own t interval excludes 0); otherwise ``(−inf, +inf)``.
-    """
-    x, y = _sample("numerator", numerator, 2), _sample("denominator", denominator, 2)
-    if x.shape != y.shape:
-        raise AnatomyKitError(f"numerator and denominator must pair up: {x.size} values against {y.size}")
-    c = _confidence(confidence)
-    n = x.size
-    mx, my = float(x.mean()), float(y.mean())
-    if my == 0:
-        raise AnatomyKitError("the denominator's mean is 0: the ratio is undefined")
-    cov = np.cov(np.stack([x, y]), ddof=1)
-    q = float(_sps.t.ppf(0.5 + c / 2, n - 1)) ** 2 / n
-    a = my * my - q * cov[1, 1]
-    b = mx * my - q * cov[0, 1]
-    k = mx * mx - q * cov[0, 0]
-    ratio = mx / my
-    if a <= 0:
-        return RatioInterval(ratio, -math.inf, math.inf, n, c, False)
-    root = math.sqrt(max(b * b - a * k, 0.0))   # ≥ 0 whenever a > 0 (the ratio itself lies inside)
-    return RatioInterval(ratio, (b - root) / a, (b + root) / a, n, c, True)
 
 
 @lru_cache(maxsize=None)

@@ -54,29 +54,19 @@ from ..hf.evaluation import Batch, make_batches, nll_full
 from ..hf.layers import decoder_layers
 from ..hf.surgery import requires_grad_only, swapped
 from ..progress import progress_bar
-from ..stats import paired_ratio_interval
 from ..validate import AnatomyKitError, check_choice, check_int, check_positive
 from .errors import CorpusTooShort
 from .pruning import pruned
 from .text import CardText, card_text
+from .heal_compare import (BEYOND_INTACT, _differs, _interval, compare_runs, describe_k, heal_reading, share_text,
+                           shared_terms)
+from .heal_lora import _lora_adapters, _merged_weights, lora_target_names
 
 __all__ = ["HEAL_METHODS", "HealRecipe", "HealRun", "BEYOND_INTACT", "heal_reading", "heal_blocks", "step_rows",
            "block_nll", "lora_target_names", "fine_tune", "heal_with_control", "compare_runs", "choose_method",
            "recipe_terms", "share_text", "describe_k", "shared_terms"]
 
 HEAL_METHODS = ("full", "lora")
-
-#: what "gap closed" against the *untuned* intact model means when the healed model beats it
-BEYOND_INTACT = ("the healed model is better than the untuned intact one: the fine-tune also adapts the model to "
-                 "this text, so this share of the gap closed is not the pruning's alone (read the share against "
-                 "the intact model fine-tuned the same way)")
-
-
-def heal_reading(vs_intact_high: float) -> str | None:
-    """A warning for the secondary, untuned comparison when the healed model's whole ΔPPL interval against
-    the untuned intact model lies below 0 (``vs_intact_high`` < 0, in %); ``None`` otherwise (an interval
-    touching or straddling 0 is silent)."""
-    return BEYOND_INTACT if vs_intact_high < 0 else None
 
 
 @dataclass(frozen=True)
@@ -174,33 +164,6 @@ def block_nll(model: nn.Module, batches: list[Batch]) -> np.ndarray:
     return block_nll_full(model, batches)
 
 
-def lora_target_names(model: nn.Module, keep: Sequence[int], targets: Sequence[str] | None = None) -> list[str]:
-    """Full names of the modules LoRA adapts: the linear maps (``nn.Linear``, or GPT-2's ``Conv1D``) inside
-    the decoder layers ``keep``, those whose last name part is in ``targets`` (``None``: all of them)."""
-    layers = decoder_layers(model)
-    by_layer = {id(layer): i for i, layer in enumerate(layers)}
-    prefix = {}
-    for name, module in model.named_modules():
-        if id(module) in by_layer:
-            prefix[by_layer[id(module)]] = name
-    names, seen = [], set()
-    for i in sorted(set(int(x) for x in keep)):
-        for sub, module in layers[i].named_modules():
-            if sub and _is_linear(module):
-                seen.add(sub.rsplit(".", 1)[-1])
-                if targets is None or sub.rsplit(".", 1)[-1] in targets:
-                    names.append(f"{prefix[i]}.{sub}")
-    missing = sorted(set(targets or ()) - seen)
-    if missing:
-        raise AnatomyKitError(f"lora_targets {missing} name no linear map of the decoder layers; this model's are "
-                              f"{sorted(seen)}")
-    return names
-
-
-def _is_linear(module: nn.Module) -> bool:
-    return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"
-
-
 def _input_device(model: nn.Module) -> torch.device:
     """Where the token ids go: the input embedding's device (the first device of a split model)."""
     return model.get_input_embeddings().weight.device
@@ -261,46 +224,6 @@ def _restored_after_full(model: nn.Module, params: dict[str, nn.Parameter]) -> I
                 p.grad = None
 
 
-def _lora_seed(seed: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") & (2**63 - 1)
-
-
-@contextmanager
-def _lora_adapters(model: nn.Module, names: list[str], recipe: HealRecipe) -> Iterator[dict[str, nn.Module]]:
-    """peft's LoRA on the modules ``names`` (``{name: LoRA layer}``); removed after the block, the frozen
-    weights never written. Each ``A`` is drawn from ``(seed, name)`` as peft draws it (Kaiming-uniform,
-    a = √5); each ``B`` starts at 0, so the adapted model starts as the model."""
-    from peft import LoraConfig, get_peft_model
-
-    config = LoraConfig(r=recipe.lora_rank, lora_alpha=recipe.lora_alpha, lora_dropout=0.0, target_modules=names,
-                        bias="none")
-    wrapped = get_peft_model(model, config)
-    try:
-        adapters = {n: m for n, m in model.named_modules() if n in set(names) and hasattr(m, "lora_A")}
-        if len(adapters) != len(names):
-            raise AnatomyKitError(f"peft adapted {len(adapters)} of the {len(names)} modules asked for")
-        with torch.no_grad():
-            for name, module in adapters.items():
-                a = module.lora_A["default"].weight
-                g = torch.Generator().manual_seed(_lora_seed(recipe.seed, name))
-                a.copy_(nn.init.kaiming_uniform_(torch.empty(a.shape, dtype=a.dtype), a=math.sqrt(5), generator=g))
-                module.lora_B["default"].weight.zero_()
-        yield adapters
-    finally:
-        wrapped.unload()
-
-
-def _merged_weights(adapters: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
-    """``{parameter name: W + ΔW}`` of every adapted weight, on the host (the model is not written)."""
-    out = {}
-    with torch.no_grad():
-        for name, module in adapters.items():
-            base = module.get_base_layer()
-            delta = module.get_delta_weight("default").to(base.weight.dtype)
-            out[f"{name}.weight"] = (base.weight + delta.to(base.weight.device)).to("cpu")
-    return out
-
-
 def _fingerprint(tensors: Sequence[torch.Tensor]) -> str:
     h = hashlib.sha256()
     for t in tensors:
@@ -308,48 +231,66 @@ def _fingerprint(tensors: Sequence[torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def fine_tune(model: nn.Module, drop: Sequence[int], train_blocks: torch.Tensor, eval_batches: list[Batch],
-              recipe: HealRecipe, *, on_healed: Callable[[nn.Module], None] | None = None,
-              progress: bool = False) -> HealRun:
-    """Fine-tune the model without ``drop`` by ``recipe`` on ``train_blocks`` (M, T) and score ``eval_batches``
-    on the recipe's schedule (module docstring); the model is restored exactly afterwards.
-
-    ``on_healed(model)`` runs once training ends, with the healed weights in place (LoRA merged into them)
-    and the dropped layers skipped: e.g. :func:`.exports.save_pruned` of the healed model.
-    """
-    recipe = recipe.validate()
-    n_layers = len(decoder_layers(model))
+def _checked_drop(drop: Sequence[int], n_layers: int, train_blocks: torch.Tensor) -> list[int]:
+    """The dropped layers, sorted and distinct, after checking them and the training blocks' shape."""
     drop = sorted({int(x) for x in drop})
     if drop and (drop[0] < 0 or drop[-1] >= n_layers or len(drop) >= n_layers):
         raise AnatomyKitError(f"drop={drop} must name fewer than {n_layers} distinct layers in 0..{n_layers - 1}")
     if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.shape[0] < 1:
         raise AnatomyKitError("train_blocks must be an int64 tensor of shape (M, T) with M ≥ 1")
+    return drop
+
+
+def _trainable(model: nn.Module, stack: ExitStack, recipe: HealRecipe, drop: list[int], keep: list[int]):
+    """``(parameters to train, LoRA adapters by name ({} for a full fine-tune), the adapters' starting
+    fingerprint or None)``; what it changes on the model is undone when ``stack`` closes."""
+    if recipe.method == "full":
+        dropped = {id(p) for i in drop for p in decoder_layers(model)[i].parameters()}
+        params = {name: p for name, p in model.named_parameters() if id(p) not in dropped}
+        stack.enter_context(_restored_after_full(model, params))
+        return list(params.values()), {}, None
+    adapters = stack.enter_context(_lora_adapters(model, lora_target_names(model, keep, recipe.lora_targets), recipe))
+    train = [p for m in adapters.values() for p in (m.lora_A["default"].weight, m.lora_B["default"].weight)]
+    return train, adapters, _fingerprint([m.lora_A["default"].weight for m in adapters.values()])
+
+
+def _call_healed(model: nn.Module, drop: list[int], adapters: dict, stack: ExitStack,
+                 on_healed: Callable[[nn.Module], None]) -> None:
+    """Run ``on_healed`` with the healed weights in place: LoRA merged into the frozen weights (the adapters
+    removed first), the dropped layers skipped."""
+    if not adapters:
+        on_healed(model)
+        return
+    merged = _merged_weights(adapters)
+    stack.close()                 # adapters off, flags back: the frozen weights are the model's own
+    with pruned(model, drop), swapped(model, merged):
+        on_healed(model)
+
+
+def fine_tune(model: nn.Module, drop: Sequence[int], train_blocks: torch.Tensor, eval_batches: list[Batch],
+              recipe: HealRecipe, *, on_healed: Callable[[nn.Module], None] | None = None,
+              progress: bool = False) -> HealRun:
+    """Fine-tune the model without ``drop`` by ``recipe`` on ``train_blocks`` (M, T), scoring ``eval_batches`` on
+    the recipe's schedule; the model is restored exactly afterwards. ``on_healed(model)``: see :func:`_call_healed`
+    (e.g. :func:`.exports.save_pruned` of the healed model)."""
+    recipe = recipe.validate()
+    n_layers = len(decoder_layers(model))
+    drop = _checked_drop(drop, n_layers, train_blocks)
     keep = [i for i in range(n_layers) if i not in set(drop)]
     device = _input_device(model)
     rows = step_rows(int(train_blocks.shape[0]), recipe.steps, recipe.batch_size, recipe.seed)
     schedule = set(recipe.eval_steps())
     curve, trained = {}, []
     n = block_targets(eval_batches).astype(float)
-    was_training = model.training
     start = time.perf_counter()
     _peak_start(device)
     with ExitStack() as stack:
-        stack.callback(model.train, was_training)
+        stack.callback(model.train, model.training)
         stack.enter_context(pruned(model, drop))
         rows_before = block_nll(model, eval_batches)
         curve[0] = float(math.exp(rows_before.sum() / n.sum()))
         stack.enter_context(requires_grad_only(model, []))      # every flag restored by name at the end
-        dropped = {id(p) for i in drop for p in decoder_layers(model)[i].parameters()}
-        adapters, lora_init = {}, None
-        if recipe.method == "full":
-            params = {name: p for name, p in model.named_parameters() if id(p) not in dropped}
-            stack.enter_context(_restored_after_full(model, params))
-            train = list(params.values())
-        else:
-            adapters = stack.enter_context(_lora_adapters(model, lora_target_names(model, keep, recipe.lora_targets),
-                                                          recipe))
-            train = [p for m in adapters.values() for p in (m.lora_A["default"].weight, m.lora_B["default"].weight)]
-            lora_init = _fingerprint([m.lora_A["default"].weight for m in adapters.values()])
+        train, adapters, lora_init = _trainable(model, stack, recipe, drop, keep)
         chosen = {id(p) for p in train}
         for p in model.parameters():
             p.requires_grad_(id(p) in chosen)
@@ -376,97 +317,16 @@ def fine_tune(model: nn.Module, drop: Sequence[int], train_blocks: torch.Tensor,
                 if not math.isfinite(curve[k]):
                     raise AnatomyKitError(f"the evaluation became non-finite ({curve[k]}) after step {k}; lower lr")
         bar.close()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=True)       # no gradient stays on the model's parameters
         del opt
         if on_healed is not None:
-            if adapters:
-                merged = _merged_weights(adapters)
-                stack.close()                 # adapters off, flags back: the frozen weights are the model's own
-                with pruned(model, drop), swapped(model, merged):
-                    on_healed(model)
-            else:
-                on_healed(model)
+            _call_healed(model, drop, adapters, stack, on_healed)
     seconds = time.perf_counter() - start
     peak, kind = _peak(device)
     return HealRun(drop=drop, recipe=recipe.to_dict(), curve=curve, rows_before=rows_before, rows_after=rows_after,
                    trainable_parameters=int(sum(p.numel() for p in train)), adapted_modules=len(adapters),
                    data_sha256=_fingerprint(trained), seconds=seconds, peak_memory_mb=peak, memory_kind=kind,
                    lora_init_sha256=lora_init)
-
-
-def _interval(x) -> dict:
-    return {"delta_pct": x.mean, "low": x.low, "high": x.high}
-
-
-def _share(numerator: np.ndarray, gap: np.ndarray, confidence: float) -> dict:
-    """``1 − mean(numerator) / mean(gap)`` with Fieller's interval (unbounded: ``None`` ends)."""
-    if float(np.mean(gap)) <= 0:
-        return {"share": None, "low": None, "high": None, "bounded": False,
-                "why": "pruning did not raise the perplexity here: there is no gap to close"}
-    r = paired_ratio_interval(numerator, gap, confidence)
-    out = {"share": 1 - r.ratio, "low": 1 - r.high if r.bounded else None, "high": 1 - r.low if r.bounded else None,
-           "bounded": r.bounded}
-    if not r.bounded:
-        out["why"] = "the pruning gap's own interval contains 0 here, so no share can be excluded"
-    return out
-
-
-def compare_runs(control: HealRun, healed: HealRun, n_targets: np.ndarray, confidence: float = 0.95) -> dict:
-    """The healed pruned model read against the control (module docstring), paired over the evaluation blocks.
-
-    ``control``: the intact model's run (``drop = []``); ``healed``: the pruned model's, same recipe and
-    blocks. Returns JSON-ready numbers: ``vs_control`` (ΔPPL % of the healed pruned against the healed
-    intact model), ``gap_closed`` (the share of the pruning gap healing closes, with Fieller's interval),
-    ``gap_before`` (the untuned pruned model against the untuned intact one), ``vs_pruned``, and under
-    ``untuned`` the secondary reading against the untuned intact model.
-    """
-    if control.drop:
-        raise AnatomyKitError(f"the control is the intact model; it dropped {control.drop}")
-    if control.recipe != healed.recipe or control.data_sha256 != healed.data_sha256:
-        raise AnatomyKitError("the control and the healed model were not trained alike (recipe or data differ)")
-    n = np.asarray(n_targets, float)
-    intact, pruned_rows = control.rows_before, healed.rows_before
-    healed_intact, healed_pruned = control.rows_after, healed.rows_after
-    gap = (pruned_rows - intact) / n
-    vs_intact = ppl_change_interval(intact, healed_pruned, n, confidence)
-    return {
-        "layers": healed.drop,
-        "ppl_pruned": healed.curve[0], "ppl_healed": healed.curve[max(healed.curve)],
-        "ppl_control": control.curve[max(control.curve)],
-        "gap_before": _interval(ppl_change_interval(intact, pruned_rows, n, confidence)),
-        "vs_control": _interval(ppl_change_interval(healed_intact, healed_pruned, n, confidence)),
-        "gap_closed": _share((healed_pruned - healed_intact) / n, gap, confidence),
-        "vs_pruned": _interval(ppl_change_interval(pruned_rows, healed_pruned, n, confidence)),
-        "untuned": {"vs_intact": _interval(vs_intact),
-                    "gap_closed": _share((healed_pruned - intact) / n, gap, confidence),
-                    "reading": heal_reading(vs_intact.high)},
-    }
-
-
-def _differs(control: HealRun, healed: HealRun, n_layers: int) -> list[str]:
-    """What the healed model and the control do not share, in words."""
-    trains = ("LoRA adapters' parameters" if healed.recipe["method"] == "lora" else "parameters")
-    return [f"the healed model runs without layers {healed.drop} (0-based), the control with all {n_layers}",
-            f"the healed model trains {healed.trainable_parameters:,} {trains}, the control "
-            f"{control.trainable_parameters:,} (nothing of the dropped layers trains)",
-            f"they start from different models: perplexity {healed.curve[0]:.4g} pruned, {control.curve[0]:.4g} "
-            "intact"]
-
-
-def shared_terms(control: HealRun, n_train_blocks: int, n_eval_blocks: int) -> list[str]:
-    """What the healed models and the control share, in words (heal.json, the command's output, the card)."""
-    r = control.recipe
-    out = [f"the same {n_train_blocks} training blocks in the same order (seed {r['seed']}; token ids sha256 "
-           f"{control.data_sha256[:16]}…)",
-           f"{r['steps']} steps of {r['batch_size']} blocks, learning rate {r['lr']:g}, AdamW β = (0.9, 0.999), "
-           "no weight decay, grad-norm clip 1",
-           f"the method: {'every parameter' if r['method'] == 'full' else 'LoRA'}"
-           + (f" (rank {r['lora_rank']}, alpha {r['lora_alpha']:g}, targets "
-              f"{'every linear map' if r['lora_targets'] is None else ', '.join(r['lora_targets'])}; each layer's "
-              "adapters drawn from the seed and the module's name, so a layer both models have starts alike)"
-              if r["method"] == "lora" else ""),
-           f"the {n_eval_blocks} evaluation blocks, scored after steps {r['eval_steps']}"]
-    return out
 
 
 def heal_with_control(model: nn.Module, drops: dict[str, Sequence[int]], train_blocks: torch.Tensor,
@@ -495,26 +355,6 @@ def heal_with_control(model: nn.Module, drops: dict[str, Sequence[int]], train_b
         if report:
             report(describe_k(k, out["by_k"][k]))
     return out
-
-
-def share_text(g: dict) -> str:
-    """``"62 % [41, 80] (Fieller)"``, or the share and why it has no interval."""
-    if g["share"] is None:
-        return f"not defined ({g['why']})"
-    if not g["bounded"]:
-        return f"{100 * g['share']:.0f} % (no interval: {g['why']})"
-    return f"{100 * g['share']:.0f} % [{100 * g['low']:.0f}, {100 * g['high']:.0f}] (Fieller)"
-
-
-def describe_k(k: str, e: dict) -> str:
-    """One line per healed k: the comparison with the control first, the untuned one after."""
-    v, u = e["vs_control"], e["untuned"]
-    share = share_text(e["gap_closed"])
-    return (f"healed k={k} {e['layers']}: PPL {e['ppl_pruned']:.4g} → {e['ppl_healed']:.4g}; against the intact "
-            f"model healed alike (PPL {e['ppl_control']:.4g}) {v['delta_pct']:+.1f} % [{v['low']:+.1f}, "
-            f"{v['high']:+.1f}]; pruning gap closed {share}; secondary, against the untuned intact model: "
-            f"{u['vs_intact']['delta_pct']:+.1f} % [{u['vs_intact']['low']:+.1f}, {u['vs_intact']['high']:+.1f}]"
-            + (f" ({u['reading']})" if u["reading"] else ""))
 
 
 def choose_method(asked: str, shape, *, block_size: int, batch_size: int, weight_bytes: int, free_bytes: float | None,
