@@ -48,23 +48,34 @@ class AllOf:
             raise AnatomyKitError(f"AllOf parts {bad} are not rules (each needs decide and describe)")
         object.__setattr__(self, "parts", tuple((str(k), v) for k, v in parts.items()))
 
-    def describe(self, reference: Mapping) -> str:
-        inner = " ".join(f"({name}) {rule.describe(reference)}" for name, rule in self.parts)
-        return f"All of {len(self.parts)} parts: {inner} {COMBINATION_TEXT}"
+    def _inner(self, reference: Mapping) -> str:
+        return " ".join(f"({name}) {rule.describe(reference)}" for name, rule in self.parts)
 
-    def decide(self, ours: Any, reference: Mapping) -> Decision:
+    def _decide_parts(self, ours: Any, reference: Mapping) -> list[tuple[str, Decision]]:
+        """``[(part name, its rule's decision)]`` after checking that ``ours`` names exactly the parts."""
         names = [name for name, _ in self.parts]
         if not isinstance(ours, Mapping) or sorted(map(str, ours)) != sorted(names):
-            raise AnatomyKitError(f"AllOf needs ours as a mapping with exactly the parts {names}")
+            raise AnatomyKitError(f"{type(self).__name__} needs ours as a mapping with exactly the parts {names}")
         ours = {str(k): v for k, v in ours.items()}
-        done = [(name, rule.decide(ours[name], reference)) for name, rule in self.parts]
+        return [(name, rule.decide(ours[name], reference)) for name, rule in self.parts]
+
+    @staticmethod
+    def _joined(done: list[tuple[str, Decision]]) -> tuple[str | None, str | None]:
+        """Every part's interval, and every part's null, named and joined (``None`` where no part has one)."""
+        return tuple("; ".join(f"{n}: {getattr(d, w)}" for n, d in done if getattr(d, w)) or None
+                     for w in ("interval", "null"))
+
+    def describe(self, reference: Mapping) -> str:
+        return f"All of {len(self.parts)} parts: {self._inner(reference)} {COMBINATION_TEXT}"
+
+    def decide(self, ours: Any, reference: Mapping) -> Decision:
+        done = self._decide_parts(ours, reference)
         verdicts = [d.verdict for _, d in done]
         n_built = verdicts.count("holds by construction")
         built = f"; {n_built} hold{'s' * (n_built == 1)} by construction (not counted)" if n_built else ""
         reason = (f"{verdicts.count('reproduced')} of {len(done) - n_built} counted parts reproduced{built}: "
                   + "; ".join(f"{name}: {d.verdict} ({d.reason})" for name, d in done))
-        interval, null = ("; ".join(f"{n}: {getattr(d, w)}" for n, d in done if getattr(d, w)) or None
-                          for w in ("interval", "null"))
+        interval, null = self._joined(done)
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
         near = any(d.near_threshold for _, d in done if d.verdict != "holds by construction")
         counted = [(name, d) for name, d in done if d.verdict != "holds by construction"]
@@ -100,15 +111,10 @@ class EveryOf(AllOf):
     the models that were judged (:data:`EVERY_TEXT`). Chapter 7's ``book.edges_everywhere``."""
 
     def describe(self, reference: Mapping) -> str:
-        inner = " ".join(f"({name}) {rule.describe(reference)}" for name, rule in self.parts)
-        return f"Every one of {len(self.parts)} parts: {inner} {EVERY_TEXT}"
+        return f"Every one of {len(self.parts)} parts: {self._inner(reference)} {EVERY_TEXT}"
 
     def decide(self, ours: Any, reference: Mapping) -> Decision:
-        names = [name for name, _ in self.parts]
-        if not isinstance(ours, Mapping) or sorted(map(str, ours)) != sorted(names):
-            raise AnatomyKitError(f"EveryOf needs ours as a mapping with exactly the parts {names}")
-        ours = {str(k): v for k, v in ours.items()}
-        done = [(name, rule.decide(ours[name], reference)) for name, rule in self.parts]
+        done = self._decide_parts(ours, reference)
         members = [(name, _member_verdict(d.verdict), d) for name, d in done]
         verdicts = [v for _, v, _ in members]
         if "not reproduced" in verdicts:
@@ -122,8 +128,7 @@ class EveryOf(AllOf):
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts)
         reason = (f"every part must hold; {verdicts.count('reproduced')} of {len(members)} do: "
                   + "; ".join(f"{name}: {v} ({d.reason})" for name, v, d in members))
-        interval, null = ("; ".join(f"{n}: {getattr(d, w)}" for n, d in done if getattr(d, w)) or None
-                          for w in ("interval", "null"))
+        interval, null = self._joined(done)
         failing = [name for name, v, _ in members if v == verdict] if verdict != "reproduced" else []
         summary = shorten(f"{len(members)} parts: {counts}" + (f"; {verdict}: {', '.join(failing)}"
                                                                 if failing else ""))
