@@ -11,6 +11,7 @@ The folder lives at the top of the repository and is installed with the package 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from functools import lru_cache
 from importlib import resources
@@ -21,7 +22,7 @@ import yaml
 
 from .validate import AnatomyKitError
 
-__all__ = ["manifest_dir", "model_entries", "corpus_entries", "references", "reference", "provenance",
+__all__ = ["manifest_dir", "registry_stamp", "model_entries", "corpus_entries", "references", "reference", "provenance",
            "rule_registry_docs",
            "LIMITED_BY"]
 
@@ -108,3 +109,21 @@ def rule_registry_docs() -> tuple[list, dict | None]:
     chapters = [_read(p) for p in sorted(folder.glob("*.yaml")) if p.name != "freeze.yaml"]
     freeze = folder / "freeze.yaml"
     return chapters, (_read(freeze) if freeze.is_file() else None)
+
+
+def registry_stamp() -> dict[str, Any]:
+    """What a build records of the registry it ran under, so a reader can check it against the freeze commit:
+    ``frozen`` (the freeze's date, ``None`` before the freeze), ``freeze_sha256`` (sha256 of ``freeze.yaml``'s
+    bytes, as ``sha256sum`` prints it; ``None`` when absent) and ``files_sha256`` (sha256 over every registry file
+    in name order, each as its name, a NUL byte, its bytes and a NUL byte)."""
+    folder = manifest_dir() / REGISTRY
+    files = sorted(folder.glob("*.yaml"))
+    whole = hashlib.sha256()
+    for path in files:
+        whole.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    freeze = folder / "freeze.yaml"
+    doc = _read(freeze) if freeze.is_file() else None
+    frozen = (doc or {}).get("frozen") or {}
+    return {"frozen": str(frozen["date"]) if frozen.get("date") else None,
+            "freeze_sha256": hashlib.sha256(freeze.read_bytes()).hexdigest() if freeze.is_file() else None,
+            "files_sha256": whole.hexdigest()}

@@ -24,7 +24,7 @@ from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
 __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line", "phase_counts",
-           "primaries"]
+           "registry_line", "primaries"]
 
 #: Claim-id prefixes in the order the summary lists them, with the paper's short name; a prefix
 #: not listed here (a chapter's own claims) is shown under its own name after these.
@@ -253,7 +253,7 @@ def _established_html(claims: list[dict]) -> str:
     return f'<ul class="ak-established">{"".join(items)}</ul>'
 
 
-def _registry_html(claims: list[dict]) -> str:
+def _registry_html(claims: list[dict], chapters: list[dict] | None = None) -> str:
     """One paragraph: the primary claims (at most three a family, corrected together by Holm) and how many of
     them hold and survive; how many claims rest on confirmatory data; how many were judged under an amendment."""
     primaries = [c for c in claims if c.get("role") == "primary"]
@@ -266,8 +266,31 @@ def _registry_html(claims: list[dict]) -> str:
             f"<strong>{survive}</strong> of them surviving the correction; the other {len(claims) - len(primaries)} "
             f"claims are secondary (unadjusted p). <strong>{confirmatory}</strong> of {len(claims)} claims rest on "
             "confirmatory data (seeds and text collected after the rules were frozen), "
-            f"{len(claims) - confirmatory} on exploratory data; {amended} judged under an amended rule.")
+            f"{len(claims) - confirmatory} on exploratory data; {amended} judged under an amended rule."
+            + (f" {registry_line(chapters)}" if chapters else ""))
     return f'<p class="ak-registry">{text}</p>'
+
+
+def registry_line(chapters: list[dict]) -> str:
+    """Which registry the chapters ran under, from their metrics' ``registry`` stamp
+    (:func:`anatomy_kit.manifest.registry_stamp`): one stamp for all, or the chapters grouped by stamp; metrics
+    written before builds recorded it say "no registry stamp recorded"."""
+    groups: dict[tuple, list[str]] = {}
+    for doc in chapters:
+        stamp = doc.get("registry") or {}
+        groups.setdefault((stamp.get("frozen"), stamp.get("freeze_sha256")), []).append(doc["chapter"])
+
+    def says(key: tuple) -> str:
+        frozen, sha = key
+        if sha is None and frozen is None:
+            return "no registry stamp recorded"
+        return ((f"the registry frozen on {frozen}" if frozen else "a draft registry (not frozen)")
+                + (f", freeze.yaml sha256 {sha[:16]}…" if sha else ""))
+
+    if len(groups) == 1:
+        return f"Every chapter ran under {says(next(iter(groups)))}."
+    return "The chapters ran under different registries: " + "; ".join(
+        f"{', '.join(names)}: {says(key)}" for key, names in groups.items()) + "."
 
 
 def _shortlist(labels: list[str], most: int = 6) -> str:
@@ -307,7 +330,7 @@ def report_markdown(report: dict) -> str:
              f'<div class="ak-summary"><p class="ak-run">{header}</p>{_matrix_html(matrix)}'
              f"{_established_html(claims)}</div>", "",
              # how the claims were corrected and which data decided them, right below the one-screen summary
-             f'<div class="ak-registry">{_registry_html(claims)}'
+             f'<div class="ak-registry">{_registry_html(claims, chapters)}'
              f"{_primaries_html(report.get('primaries') or primaries(chapters))}"
              f"{_phase_html(report.get('phase_counts') or phase_counts(chapters), _chapter_titles())}</div>", "",
              "Each row below puts our number beside the paper's, with the verdict its declared rule gave and "

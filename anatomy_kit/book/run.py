@@ -23,6 +23,7 @@ from typing import Any
 
 from ..environment import run_environment
 from ..jsonio import write_json
+from ..manifest import registry_stamp
 from ..validate import AnatomyKitError, check_choice, check_int
 from ..store import Store
 
@@ -122,6 +123,7 @@ class Run:
                     if k not in ("build_dir", "started")},
             "seconds": round(time.time() - self.started, 1),
             "environment": run_environment(),
+            "registry": registry_stamp(),
             "metrics": metrics,
             "claims": [_claim_dict(c) for c in claims],
         }
