@@ -33,9 +33,27 @@ def test_a_failing_check_is_recorded_and_the_others_still_run(gpu_check):
     assert gpu_check.check_split_card(None, None, 1)["skipped"].startswith("1 GPU")
 
 
-def test_the_json_is_written_check_by_check_and_a_spent_budget_skips_the_rest(gpu_check, tmp_path, capsys):
+class SlowClock:
+    """``gpu_check``'s clock where every reading of ``perf_counter`` is one second after the last (everything else
+    is the ``time`` module's): a budget under a second is spent before the first check, whatever the machine's
+    speed or what earlier tests have cached."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_the_json_is_written_check_by_check_and_a_spent_budget_skips_the_rest(gpu_check, tmp_path, capsys,
+                                                                             monkeypatch):
     out = tmp_path / "check.json"
-    assert gpu_check.main(["--toy", "--part", "training", "--budget-s", "0.001", "--out", str(out)]) == 0
+    monkeypatch.setattr(gpu_check, "time", SlowClock())
+    assert gpu_check.main(["--toy", "--part", "training", "--budget-s", "0.5", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert list(doc["checks"]) == list(gpu_check.PARTS["training"]) and doc["part"] == "training"
     assert all("budget was spent" in c["skipped"] for c in doc["checks"].values())
@@ -141,6 +159,8 @@ def test_the_json_is_rewritten_as_each_chapter_ends_at_the_path_given_whatever_t
     import standins
 
     monkeypatch.setattr(standins, "build", lambda root, corpora: {})
+    # one chapter at a time, so the second starts after the first has ended (two at a time race)
+    monkeypatch.setitem(gpu_check.SIZES["toy"], "chapter_jobs", 1)
     rc = gpu_check.main(["--toy", "--part", "chapters", "--chapters", "ch01_ablation_map,ch02_anatomy_weights",
                          "--out", "results/chapters.json"])
     assert rc == 0 and not (tmp_path / "elsewhere" / "results").exists()
