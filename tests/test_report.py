@@ -43,7 +43,7 @@ def test_the_report_starts_with_a_summary(tmp_path):
     assert 'class="ak-summary"' in summary and 'class="ak-matrix"' in summary
     assert "CPU kernels AVX2" in summary and "threads 2 / 4" in summary and "transformers 4.57.1" in summary
     assert PAPERS["p1"] in summary and PAPERS["tlm"] in summary and PAPERS["p2"] not in summary
-    assert ("<em>holds</em>: Layers 8–11 are the critical core" in summary
+    assert ("<em>holds, secondary</em>: Layers 8–11 are the critical core" in summary   # a secondary claim
             and "<em>does not hold</em>: Averaging away L11 costs +63,419 % PPL" in summary)
     assert report["verdicts_by_paper"] == {"p1": {"reproduced": 1, "not reproduced": 1, "not comparable": 1},
                                            "tlm": {"not comparable": 1}}
@@ -108,3 +108,39 @@ def test_a_primary_that_fails_holm_is_never_listed_as_holding(tmp_path):
     assert "<em>holds here but fails Holm, not claimed</em>: Layers 8–11 are the critical core" in html
     core.update(holm={"survives": True, "adjusted": 0.01})
     assert "<em>holds</em>: Layers 8–11 are the critical core" in _established_html(claims)
+
+
+def test_the_summary_separates_primaries_secondaries_and_claims_held_in_part(tmp_path):
+    from anatomy_kit.book.report import _established_html
+
+    report = _two_chapters(tmp_path)
+    claims = [dict(c) for ch in report["chapters"] for c in ch["claims"]]
+    core = next(c for c in claims if c["id"] == "p1.critical_core")
+    l11 = next(c for c in claims if c["id"] == "p1.l11_ablation")
+
+    def line(html):
+        return html.removeprefix('<ul class="ak-established"><li>').split("</li>")[0]
+
+    # a reproduced secondary (its own role, from the registry) is listed as secondary, never as holding
+    assert core["role"] == "secondary"
+    html = line(_established_html(claims))
+    assert "<em>holds, secondary</em>: Layers 8–11 are the critical core" in html and "<em>holds</em>:" not in html
+    # a claim without a role is secondary, as Holm's correction treats it
+    html = line(_established_html([{k: v for k, v in c.items() if k != "role"} for c in claims]))
+    assert "<em>holds, secondary</em>: Layers 8–11" in html
+    # partly reproduced: held in part, a secondary one marked so, a primary not
+    l11.update(verdict="partly reproduced")
+    html = line(_established_html(claims))
+    assert "<em>holds in part</em>: Averaging away L11 costs +63,419 % PPL (secondary)" in html
+    l11.update(role="primary", holm={"survives": True, "adjusted": 0.01})
+    html = line(_established_html(claims))
+    assert "<em>holds in part</em>: Averaging away L11 costs +63,419 % PPL;" in html and "(secondary)" not in html
+    # a partly reproduced primary failing Holm is not claimed, and not held in part
+    l11.update(holm={"survives": False, "adjusted": 0.2})
+    html = line(_established_html(claims))
+    assert "holds in part" not in html
+    assert "<em>holds here but fails Holm, not claimed</em>: Averaging away L11 costs +63,419 % PPL" in html
+    # a reproduced primary that survives holds, listed before the secondaries
+    core.update(role="primary", holm={"survives": True, "adjusted": 0.01})
+    html = line(_established_html(claims))
+    assert html.index("<em>holds</em>: Layers 8–11") < html.index("<em>holds here but fails Holm")

@@ -147,3 +147,35 @@ def test_a_structured_input_shows_as_the_rule_reads_it():
     rank = Claim("p1.l11_rank", ivs, RankAtMost(1, item=11))
     assert T.claim_row(rank).ours == rank.shown and rank.shown.startswith("rank ") and rank.shown.endswith("of 12")
     assert T.claim_row(rank.to_dict()).ours == rank.shown          # the report's rows read the same field
+
+
+def _positive(cid, verdict="reproduced", **extra):
+    return {"id": cid, "ours": 0.5, "verdict": verdict, "reason": "r", "rule": "the rule", **extra}
+
+
+def test_a_primary_that_fails_holm_is_listed_apart_as_not_claimed():
+    from anatomy_kit.verdicts.multiplicity import HolmResult
+
+    claims = [_positive("book.cheap_agree_causal"), _positive("book.cheap_beat_chance"),
+              _positive("book.edges_everywhere", "not reproduced")]
+    holm = {"book.cheap_agree_causal": HolmResult("primary", 1e-4, 8e-4, 8, True),
+            "book.cheap_beat_chance": HolmResult("primary", 0.04, 0.199, 8, False),
+            "book.edges_everywhere": {"role": "primary", "survives": None}}
+    html = T.verdicts_html(claims, holm)
+    lines = html.removeprefix('<ul class="ak-verdicts">').removesuffix("</ul>").split("</li>")
+    held = [x for x in lines if ">reproduced</span>" in x and "not claimed" not in x]
+    apart = [x for x in lines if "not claimed" in x]
+    assert len(held) == 1 and "agree" in held[0].lower() and "chance" not in held[0].lower()
+    assert len(apart) == 1 and "chance" in apart[0].lower() and "fails Holm" in apart[0]
+    assert ">not reproduced</span>" in html
+    # without Holm's results (one chapter alone) every positive claim is listed by its verdict
+    assert "not claimed" not in T.verdicts_html(claims)
+    # a report.json claim carries its own Holm result; the mapping, when given, takes precedence
+    from_report = [dict(c, holm={"role": "primary", "adjusted": 0.199, "survives": False, "why": "w"})
+                   if c["id"] == "book.cheap_beat_chance" else c for c in claims]
+    assert T.verdicts_html(from_report).count("not claimed") == 1
+    assert "not claimed" not in T.verdicts_html(from_report, {"book.cheap_beat_chance": {"survives": True}})
+    # a partly reproduced primary that fails is listed apart under its own badge
+    partly = [_positive("book.cheap_beat_chance", "partly reproduced")]
+    assert ">partly reproduced</span>" in T.verdicts_html(partly, {"book.cheap_beat_chance": {"survives": False}})
+    assert "not claimed" in T.verdicts_html(partly, {"book.cheap_beat_chance": {"survives": False}})

@@ -231,15 +231,21 @@ def _matrix_html(matrix: dict[str, dict[str, int]]) -> str:
 
 
 def _established_html(claims: list[dict]) -> str:
-    """One line per paper: what holds, what does not, what is mixed (by the rules), or nothing."""
+    """One line per paper: what holds (primaries that survive Holm's correction), what holds in part, what holds as
+    a secondary claim (unadjusted p; a claim without a role is secondary), what holds but fails Holm (not claimed),
+    what does not hold, what is mixed (by the rules), or nothing."""
     items = []
     for paper in _papers(claims):
         mine = [c for c in claims if _paper(c["id"]) == paper]
         rows = [claim_row(c) for c in mine]
+        primary = [c.get("role") == "primary" for c in mine]
         # a primary that fails Holm's correction is not claimed: never listed as holding
-        failed = [(c.get("holm") or {}).get("survives") is False and c.get("role") == "primary" for c in mine]
-        groups = [("holds", [r.label + (" (partly)" if r.verdict == "partly reproduced" else "")
-                             for r, f in zip(rows, failed) if r.verdict in _HOLDS and not f]),
+        failed = [(c.get("holm") or {}).get("survives") is False and p for c, p in zip(mine, primary)]
+        kept = [(r, p) for r, p, f in zip(rows, primary, failed) if not f]
+        groups = [("holds", [r.label for r, p in kept if r.verdict == "reproduced" and p]),
+                  ("holds in part", [r.label + ("" if p else " (secondary)") for r, p in kept
+                                     if r.verdict == "partly reproduced"]),
+                  ("holds, secondary", [r.label for r, p in kept if r.verdict == "reproduced" and not p]),
                   ("holds here but fails Holm, not claimed",
                    [r.label for r, f in zip(rows, failed) if r.verdict in _HOLDS and f]),
                   ("does not hold", [r.label for r in rows if r.verdict == "not reproduced"]),

@@ -328,19 +328,35 @@ def claims_view(claims: Iterable[Any], *, caption: str | None = None):
     return HTML(claims_html(claims, caption=caption))
 
 
-def verdicts_html(claims: Iterable[Any]) -> str:
-    """One line per verdict that occurs: the badge, then the claims' labels (every chapter's "What we learned")."""
+def verdicts_html(claims: Iterable[Any], holm: Mapping[str, Any] | None = None) -> str:
+    """One line per verdict that occurs: the badge, then the claims' labels (every chapter's "What we learned").
+
+    A primary that holds before correction but fails Holm's is listed apart, as not claimed: known from a
+    ``report.json`` claim's ``holm``, or from ``holm`` (``{claim id: HolmResult or its dict}``, from
+    :func:`~.multiplicity.holm_by_family` over the claims' whole family; it takes precedence)."""
     rows = [claim_row(c) for c in claims]
+
+    def fails(row: ClaimRow) -> bool:
+        h = (holm or {}).get(row.id)
+        if h is None:
+            return row.holm == "fails Holm"
+        return (h.to_dict() if hasattr(h, "to_dict") else h).get("survives") is False
+
     lines = []
     for verdict in VERDICTS:
-        labels = [r.label for r in rows if r.verdict == verdict]
+        labels = [r.label for r in rows if r.verdict == verdict and not fails(r)]
         if labels:
             lines.append(f"<li>{badge_html(verdict)} {escape(', '.join(labels))}</li>")
+    for verdict in VERDICTS:
+        labels = [r.label for r in rows if r.verdict == verdict and fails(r)]
+        if labels:
+            lines.append(f"<li>{badge_html(verdict, holm='fails Holm')} <em>before correction, not claimed</em>: "
+                         f"{escape(', '.join(labels))}</li>")
     return f'<ul class="ak-verdicts">{"".join(lines)}</ul>'
 
 
-def verdicts_view(claims: Iterable[Any]):
+def verdicts_view(claims: Iterable[Any], holm: Mapping[str, Any] | None = None):
     """:func:`verdicts_html` for a notebook cell."""
     from IPython.display import HTML
 
-    return HTML(verdicts_html(claims))
+    return HTML(verdicts_html(claims, holm))
