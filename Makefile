@@ -16,7 +16,7 @@ SOURCES := $(shell find anatomy_kit notebooks book data_manifest -type f \
              \( -name '*.py' -o -name '*.md' -o -name '*.yml' -o -name '*.yaml' \) \
              -not -path 'book/_build/*' -not -path 'book/chapters/*' 2>/dev/null)
 
-.PHONY: book test unit unit-other-path bench rehearse system-deps tools-env clean
+.PHONY: book test unit unit-other-path bench rehearse mutants system-deps tools-env clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,12 @@ unit-other-path: $(STAMP)
 	if [ -z "$$path" ]; then echo "This CPU has a single kernel path: no second run."; else \
 	echo "Unit tests again with ATEN_CPU_CAPABILITY=$$path"; \
 	ATEN_CPU_CAPABILITY=$$path HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -m "not book and not whole_run"; fi
+
+# The tests' mutation score per module (benchmarks/mutants.py; minutes a module, so not in CI):
+# make mutants [MODULES="anatomy_kit/verdicts/multiplicity.py ..."]
+mutants: $(STAMP)
+	$(BIN)/python -c "import mutmut" 2>/dev/null || $(BIN)/python -m pip install -q "mutmut==3.8.1"
+	$(BIN)/python benchmarks/mutants.py $(MODULES)
 
 unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -m "not book"

@@ -174,3 +174,88 @@ def test_a_part_that_contradicts_the_claim_enters_holm_with_p_one():
              _c("p1.d", "partly reproduced", 0.02, parts=[("x", "reproduced", 0.02), ("y", "not reproduced", 1e-9)])]
     got = holm_by_family(mixed)
     assert got["p1.a"].adjusted == pytest.approx(0.03) and got["p1.d"].adjusted == pytest.approx(0.04)
+
+
+# --- every field holm_by_family returns, worked by hand (a secondary listed first, claims as objects too) ---
+
+def test_every_field_of_a_family_worked_by_hand():
+    from types import SimpleNamespace
+
+    from anatomy_kit.verdicts.multiplicity import NO_TEST, HolmResult
+
+    family = [
+        {"id": "p1.s", "role": "secondary", "verdict": "holds by construction", "p": None},
+        SimpleNamespace(id="p1.s2", role="secondary", verdict="not established", p=None, parts=None),
+        {"id": "p1.s3", "role": "secondary", "verdict": "reproduced", "p": 0.004},
+        SimpleNamespace(id="p1.a", role="primary", verdict="reproduced", p=0.01,
+                        parts=[("x", "reproduced", 0.01), ("y", "not comparable", None)]),
+        {"id": "p1.b", "role": "primary", "verdict": "not comparable", "p": None},
+        {"id": "p1.c", "role": "primary", "verdict": "not reproduced", "p": 0.02},
+        {"id": "p2.a", "role": "primary", "verdict": "reproduced", "p": 0.2},
+    ]
+    h = holm_by_family(family)
+    # the family's tested parts: p1.a's x (0.01) and p1.c (contradicts: enters at 1); m = 2
+    # sorted: 2 · 0.01 = 0.02, then max(0.02, min(1, 1 · 1)) = 1
+    assert h["p1.s"] == HolmResult("secondary", None, None, None, None, "secondary; holds by construction: no test")
+    assert h["p1.s2"] == HolmResult("secondary", None, None, None, None, f"secondary; {NO_TEST}")
+    assert h["p1.s3"] == HolmResult("secondary", 0.004, None, None, None,
+                                    "secondary: unadjusted p, not corrected and not a finding of the family")
+    a = h["p1.a"]
+    assert (a.role, a.p, a.m, a.survives) == ("primary", 0.01, 2, True) and a.adjusted == pytest.approx(0.02)
+    assert a.parts == (("x", "reproduced", 0.01, pytest.approx(0.02)), ("y", "not comparable", None, None))
+    assert a.why == "Holm over the 2 tested parts of family p1's primaries: adjusted p = 0.02; not tested: y"
+    assert h["p1.b"] == HolmResult("primary", None, None, 2, None,
+                                   "no tested part (family p1: 2 tested parts); not tested: p1.b",
+                                   (("", "not comparable", None, None),))
+    assert h["p1.c"] == HolmResult("primary", 0.02, 1.0, 2, None,
+                                   "Holm over the 2 tested parts of family p1's primaries: adjusted p = 1",
+                                   (("", "not reproduced", 0.02, 1.0),))
+    assert h["p2.a"] == HolmResult("primary", 0.2, 0.2, 1, False,
+                                   "Holm over the 1 tested parts of family p2's primaries: adjusted p = 0.2; "
+                                   "fails Holm at α = 0.05", (("", "reproduced", 0.2, 0.2),))
+    assert h["p2.a"].to_dict() == {"role": "primary", "p": 0.2, "adjusted": 0.2, "m": 1, "survives": False,
+                                   "why": h["p2.a"].why, "parts": [["", "reproduced", 0.2, 0.2]]}
+    # the level given is the one judged and named
+    loose = holm_by_family(family, alpha=0.25)["p2.a"]
+    assert loose.survives is True and "fails Holm" not in loose.why
+    assert holm_by_family(family, alpha=0.1)["p2.a"].why.endswith("fails Holm at α = 0.1")
+
+
+def test_holm_adjusted_caps_at_one_and_accepts_the_ends_of_zero_to_one():
+    assert holm_adjusted([0.7, 0.7]) == [1.0, 1.0]            # 2 · 0.7 = 1.4, capped; then max(1, 0.7)
+    assert holm_adjusted([0.0, 0.5]) == [0.0, 0.5]            # 2 · 0 = 0; max(0, 1 · 0.5)
+    assert holm_adjusted([1.0]) == [1.0] and holm_adjusted([]) == []
+    for bad in (True, -1e-12, 1 + 1e-12, float("nan"), "0.1", None):
+        with pytest.raises(AnatomyKitError, match=r"p=.* must be a probability in \[0, 1\]"):
+            holm_adjusted([0.1, bad])
+
+
+def test_design_can_survive_rejects_what_is_not_a_floor_or_a_count():
+    assert design_can_survive(1.0, 1, alpha=1 - 1e-9) is False and design_can_survive(0.05, 1) is True
+    for floor, m in ((0.0, 1), (-0.1, 1), (1.5, 1), (0.01, 0), (0.01, -1), (0.01, True), (0.01, 1.0)):
+        with pytest.raises(AnatomyKitError, match=rf"smallest_p={floor!r} must lie in \(0, 1\] and "
+                                                  rf"tested_parts={m!r} be ≥ 1"):
+            design_can_survive(floor, m)
+
+
+@pytest.mark.parametrize("alpha", [0, 1, -0.1, 1.5])
+def test_alpha_must_lie_strictly_between_zero_and_one(alpha):
+    with pytest.raises(AnatomyKitError, match=rf"alpha={alpha!r} must lie strictly between 0 and 1"):
+        holm_by_family([], alpha=alpha)
+
+
+def test_a_family_with_four_primaries_is_named_with_them():
+    four = [{"id": f"p1.{x}", "role": "primary", "verdict": "not established", "p": 0.5} for x in "abcd"]
+    with pytest.raises(AnatomyKitError, match=r"^family p1 names 4 primary claims \(p1.a, p1.b, p1.c, p1.d\); "
+                                              r"at most 3$"):
+        holm_by_family(four)
+    assert len(holm_by_family(four[:3])) == 3
+
+
+def test_a_family_is_the_id_before_its_first_dot_and_every_untested_part_is_named():
+    from anatomy_kit.verdicts.multiplicity import family
+
+    assert family("p1.a.b") == "p1" and family("book.x") == "book" and family("tlm") == "tlm"
+    two = {"id": "p3.a", "role": "primary", "verdict": "not comparable", "p": None,
+           "parts": [("u", "not comparable", None), ("v", "not established", None)]}
+    assert holm_by_family([two])["p3.a"].why == "no tested part (family p3: 0 tested parts); not tested: u, v"
