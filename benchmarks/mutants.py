@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: module -> the tests that exercise it (kept small: each mutant reruns them)
 MODULES = {
     "anatomy_kit/verdicts/multiplicity.py": ["tests/test_multiplicity.py"],
+    "anatomy_kit/verdicts/combine.py": ["tests/test_rule_wrappers.py", "tests/test_rule_combination.py",
+                                        "tests/test_claims.py", "tests/test_rule_summary.py",
+                                        "tests/test_rule_attainable_p.py", "tests/test_multiplicity.py"],
 }
 
 #: survivors judged equivalent: mutant name -> why no test can tell it from the original
