@@ -31,6 +31,8 @@ MODULES = {
     "anatomy_kit/verdicts/combine.py": ["tests/test_rule_wrappers.py", "tests/test_rule_combination.py",
                                         "tests/test_claims.py", "tests/test_rule_summary.py",
                                         "tests/test_rule_attainable_p.py", "tests/test_multiplicity.py"],
+    "anatomy_kit/book/power_spread.py": ["tests/test_power_spread.py", "tests/test_power.py",
+                                         "tests/test_power_table.py"],
 }
 
 #: survivors judged equivalent: mutant name -> why no test can tell it from the original
@@ -47,6 +49,12 @@ EQUIVALENT = {
     "anatomy_kit.verdicts.multiplicity.x__get__mutmut_12": "every caller of _get leaves its default at None",
     "anatomy_kit.verdicts.multiplicity.x_holm_by_family__mutmut_157":
         "a part's adjusted p (x[3]) is None exactly when its p (x[2]) is None",
+    "anatomy_kit.book.power_spread.x_scale_of__mutmut_21":
+        "the placeholder for a missing end (0.0 → 1.0) is never read: asymmetry needs both ends",
+    "anatomy_kit.book.power_spread.x_scale_of__mutmut_41":
+        "without both ends every scale gets the same constant (0.0 → 1.0), so the first scale still wins the tie",
+    "anatomy_kit.book.power_spread.x_scale_of__mutmut_44":
+        "< and <= against best − 1e-9 differ only at exactly that value",
 }
 
 STATUS = {"killed": "killed", "survived": "survived", "no tests": "no tests", "timeout": "timeout",
