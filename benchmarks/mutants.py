@@ -33,6 +33,8 @@ MODULES = {
                                         "tests/test_rule_attainable_p.py", "tests/test_multiplicity.py"],
     "anatomy_kit/book/power_spread.py": ["tests/test_power_spread.py", "tests/test_power.py",
                                          "tests/test_power_table.py"],
+    "anatomy_kit/book/power_rules.py": ["tests/test_power_rules.py", "tests/test_power_table.py",
+                                        "tests/test_power.py"],
 }
 
 #: survivors judged equivalent: mutant name -> why no test can tell it from the original
