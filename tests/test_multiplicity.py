@@ -259,3 +259,14 @@ def test_a_family_is_the_id_before_its_first_dot_and_every_untested_part_is_name
     two = {"id": "p3.a", "role": "primary", "verdict": "not comparable", "p": None,
            "parts": [("u", "not comparable", None), ("v", "not established", None)]}
     assert holm_by_family([two])["p3.a"].why == "no tested part (family p3: 0 tested parts); not tested: u, v"
+
+
+def test_fails_correction_reads_a_holm_result_or_its_dict():
+    from anatomy_kit.verdicts.multiplicity import HolmResult, fails_correction
+
+    assert fails_correction(HolmResult("primary", 0.04, 0.2, 8, False)) is True
+    assert fails_correction(HolmResult("primary", 0.01, 0.02, 2, True)) is False
+    assert fails_correction(HolmResult("primary", 0.5, 1.0, 2, None)) is False          # not positive
+    assert fails_correction({"survives": False}) is True and fails_correction({"survives": True}) is False
+    assert fails_correction({"survives": None}) is False and fails_correction({}) is False
+    assert fails_correction(None) is False

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..manifest import provenance, references
-from ..verdicts.multiplicity import family
+from ..verdicts.multiplicity import fails_correction, family
 
 __all__ = ["held_up_markdown", "held_up_groups", "BOOK_FAMILY"]
 
@@ -34,7 +34,7 @@ def held_up_groups(claims: Iterable[dict]) -> dict[str, list[tuple[dict, str]]]:
                                                                  "did not hold", "mixed", "cannot decide")}
     for c in claims:
         v, holm, saw = c["verdict"], c.get("holm") or {}, c.get("saw")
-        if v in _HOLDS and c.get("role") == "primary" and holm.get("survives") is False:
+        if v in _HOLDS and c.get("role") == "primary" and fails_correction(holm):
             groups["held, not claimed"].append((c, f"{v}, but it fails Holm's correction over its family"))
         elif v in _HOLDS:
             groups["held" if v == "reproduced" else "partly held"].append(

@@ -20,7 +20,7 @@ from ..validate import AnatomyKitError
 from .chapters import chapter_manifest
 from .exploratory import attach
 from ..verdicts.decision import VERDICTS
-from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, holm_by_family
+from ..verdicts.multiplicity import HOLM_ALPHA, MAX_PRIMARIES, fails_correction, holm_by_family
 from ..verdicts.tables import VERDICT_COLOURS, badge_html, claim_row, claims_html, escape
 
 __all__ = ["PAPERS", "build_report", "report_markdown", "verdict_matrix", "environment_line", "phase_counts",
@@ -240,7 +240,7 @@ def _established_html(claims: list[dict]) -> str:
         rows = [claim_row(c) for c in mine]
         primary = [c.get("role") == "primary" for c in mine]
         # a primary that fails Holm's correction is not claimed: never listed as holding
-        failed = [(c.get("holm") or {}).get("survives") is False and p for c, p in zip(mine, primary)]
+        failed = [fails_correction(c.get("holm")) and p for c, p in zip(mine, primary)]
         kept = [(r, p) for r, p, f in zip(rows, primary, failed) if not f]
         groups = [("holds", [r.label for r, p in kept if r.verdict == "reproduced" and p]),
                   ("holds in part", [r.label + ("" if p else " (secondary)") for r, p in kept

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 from ..validate import AnatomyKitError
 
 __all__ = ["HOLM_ALPHA", "MAX_PRIMARIES", "NO_TEST", "holm_adjusted", "HolmResult", "holm_by_family", "family",
-           "design_can_survive"]
+           "design_can_survive", "fails_correction"]
 
 HOLM_ALPHA = 0.05
 #: The most primary claims a family may name in the frozen registry.
@@ -83,6 +83,15 @@ class HolmResult:
     def to_dict(self) -> dict:
         return {"role": self.role, "p": self.p, "adjusted": self.adjusted, "m": self.m, "survives": self.survives,
                 "why": self.why, "parts": [list(x) for x in self.parts]}
+
+
+def fails_correction(holm: Any) -> bool:
+    """Whether a claim's Holm result (a :class:`HolmResult`, its dict as ``report.json`` keeps it, or ``None``)
+    says the claim holds but fails the correction: the one test the report, the held-up box and every chapter's
+    "What we learned" apply before listing a claim as not claimed."""
+    if not holm:
+        return False
+    return (holm.to_dict() if hasattr(holm, "to_dict") else holm).get("survives") is False
 
 
 def family(claim_id: str) -> str:

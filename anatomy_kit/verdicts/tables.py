@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from .cell_text import SUMMARY_CHARS, number, one_line, paper_text, value_text
 from .decision import VERDICT_MEANINGS, VERDICTS
+from .multiplicity import fails_correction
 
 __all__ = ["VERDICT_COLOURS", "SUMMARY_CHARS", "ClaimRow", "number", "paper_text", "value_text", "one_line",
            "claim_row", "escape", "badge_html", "claims_html", "claims_view", "verdicts_html", "verdicts_view"]
@@ -340,7 +341,7 @@ def verdicts_html(claims: Iterable[Any], holm: Mapping[str, Any] | None = None) 
         h = (holm or {}).get(row.id)
         if h is None:
             return row.holm == "fails Holm"
-        return (h.to_dict() if hasattr(h, "to_dict") else h).get("survives") is False
+        return fails_correction(h)
 
     lines = []
     for verdict in VERDICTS:
